@@ -1,0 +1,112 @@
+"""eval.py: the POPCORN protocol round trip and the human-mode output."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import eval as harness
+from cases import ROOT
+
+SMALL_SPECS = [
+    "m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111",
+    "m: [40, 7]; n: [128, 384]; k: [256, 256]; g: 2; seed: 5",
+]
+
+
+def _run_protocol(tmp_path, mode, specs, env_extra=None):
+    spec_file = tmp_path / "specs.txt"
+    spec_file.write_text("\n".join(specs) + "\n")
+    read_fd, write_fd = os.pipe()
+    env = {**os.environ, "POPCORN_FD": str(write_fd), **(env_extra or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "eval.py", mode, str(spec_file)],
+        cwd=ROOT, env=env, pass_fds=(write_fd,), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as reader:
+        lines = reader.read().splitlines()
+    _, stderr = proc.communicate(timeout=600)
+    return proc.returncode, dict(line.split(": ", 1) for line in lines), stderr.decode()
+
+
+def test_protocol_test_mode_round_trip(tmp_path):
+    rc, out, stderr = _run_protocol(tmp_path, "test", SMALL_SPECS)
+    assert rc == 0, stderr
+    assert out["test-count"] == "2"
+    assert out["test.0.spec"] == SMALL_SPECS[0] and out["test.1.spec"] == SMALL_SPECS[1]
+    assert out["test.0.status"] == out["test.1.status"] == "pass"
+    assert out["check"] == "pass"
+
+
+def test_protocol_reports_failure_with_112(tmp_path):
+    """A case the submission rejects (K not a multiple of 16) fails with the leaderboard's code."""
+    rc, out, _ = _run_protocol(tmp_path, "test", ["m: [64]; n: [128]; k: [200]; g: 1; seed: 1"])
+    assert rc == 112 or (rc != 0 and out.get("check") != "pass")
+
+
+@pytest.mark.slow
+def test_protocol_benchmark_mode_keys(tmp_path):
+    rc, out, stderr = _run_protocol(tmp_path, "benchmark", [SMALL_SPECS[0]], {"POPCORN_SEED": "7"})
+    assert rc == 0, stderr
+    assert out["benchmark-count"] == "1"
+    for key in ("runs", "mean", "std", "err", "best", "worst"):
+        assert float(out[f"benchmark.0.{key}"]) >= 0
+    assert out["check"] == "pass"
+
+
+def test_spec_parsing_round_trip():
+    args = harness.parse_spec(SMALL_SPECS[0])
+    assert args == {"m": (96, 128), "n": (128, 256), "k": (256, 512), "g": 2, "seed": 1111}
+    assert harness.parse_spec(harness.spec_line(args)) == args
+    with pytest.raises(ValueError, match="invalid test case"):
+        harness.parse_spec("m: [1, 2]; n = 3")
+
+
+def test_secret_seed_is_combined():
+    tests = harness._apply_secret_seed([harness.TestCase({"seed": 1111}, "")], 99)
+    assert tests[0].args["seed"] == harness._combine(1111, 99) != 1111
+
+
+def test_stats():
+    stats = harness.calculate_stats([10.0, 12.0, 14.0])
+    assert stats.runs == 3 and stats.mean == 12.0 and stats.best == 10.0 and stats.worst == 14.0
+    assert abs(stats.std - 2.0) < 1e-12
+    assert harness.calculate_stats([5.0]).std == 0.0
+
+
+def test_human_mode_test_table():
+    proc = subprocess.run(
+        [sys.executable, "eval.py", "test", *SMALL_SPECS], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "2 tests on" in out and "path: torch" in out
+    assert "worst |out-ref|" in out and "pass" in out
+    assert "2 passed, 0 failed" in out
+
+
+def test_human_mode_benchmark_table_and_report(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "eval.py", "benchmark", SMALL_SPECS[0], "--report", str(tmp_path), "--json", str(tmp_path / "r.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "no GPU, so host-clock timing" in out
+    assert "TFLOP/s" in out and "x roofline" in out and "geometric mean" in out
+    assert (tmp_path / "benchmark.md").read_text().startswith("# nvfp4_group_gemm benchmark")
+    assert (tmp_path / "benchmark.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_benchmark_report_ratios():
+    results = [
+        {"case": "a", "mean": 20000.0, "best": 19000.0, "flops": 2e9, "roofline_us": 10.0, "sol_us": 5.0},
+        {"case": "b", "mean": 8000.0, "best": 7000.0, "flops": 1e9, "roofline_us": 2.0, "sol_us": 2.0},
+    ]
+    report = harness.benchmark_report(results, {"tflops": 100.0, "label": "test"})
+    assert abs(report["summary"]["geomean_us"] - (20 * 8) ** 0.5) < 1e-9
+    assert abs(report["summary"]["roofline_geomean_us"] - (10 * 2) ** 0.5) < 1e-9
+    assert report["rows"][0][5] == "2.00" and report["rows"][1][7] == "4.00"
+    assert report["rows"][0][3] == "100.0"  # 2 GFLOP in 20 us

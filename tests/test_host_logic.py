@@ -1,0 +1,82 @@
+"""Host-side logic shared by both kernels: the tile schedule, caches, path selection."""
+
+import random
+import warnings
+
+import pytest
+import torch
+
+import submission
+from submission import LruCache, build_tile_schedule, ceil_div, tiles_per_group
+
+
+def _random_sizes(rng, groups):
+    ms = [rng.choice([0, 1, 7, 40, 127, 128, 129, 200, 256, 384, 1000]) for _ in range(groups)]
+    return [(m, rng.choice([128, 256, 384, 3072, 4096, 7168]), rng.choice([256, 512, 7168]), 1) for m in ms]
+
+
+@pytest.mark.parametrize("tile_m,tile_n", [(128, 128), (128, 256), (256, 128), (64, 128)])
+@pytest.mark.parametrize("seed", range(6))
+def test_schedule_covers_every_tile_once(tile_m, tile_n, seed):
+    rng = random.Random(seed)
+    sizes = _random_sizes(rng, rng.choice([1, 2, 8, 64]))
+    schedule = build_tile_schedule(sizes, tile_m, tile_n)
+    expected = {
+        (g, i, j)
+        for g, (m, n, _, _) in enumerate(sizes)
+        for i in range(ceil_div(m, tile_m))
+        for j in range(ceil_div(n, tile_n))
+    }
+    assert len(schedule) == len(expected) == sum(tiles_per_group(sizes, tile_m, tile_n))
+    assert set(schedule) == expected
+
+
+def test_schedule_orders_by_descending_work():
+    sizes = [(64, 256, 1024, 1), (256, 256, 1024, 1), (1, 128, 1024, 1), (130, 128, 1024, 1)]
+    schedule = build_tile_schedule(sizes, 128, 128)
+    work = [sizes[g][2] * min(128, sizes[g][0] - i * 128) for g, i, _ in schedule]
+    assert work == sorted(work, reverse=True)
+    assert schedule[0][0] == 1  # the 256-row group's full tiles go first
+    assert schedule[-1] == (2, 0, 0)  # the M = 1 tile goes last
+
+
+def test_schedule_m1_and_empty_groups():
+    assert build_tile_schedule([(1, 128, 256, 1)], 128, 128) == [(0, 0, 0)]
+    assert build_tile_schedule([(0, 128, 256, 1), (1, 256, 256, 1)], 128, 128) == [(1, 0, 0), (1, 0, 1)]
+
+
+def test_lru_cache_bounded_and_counts():
+    cache = LruCache(maxsize=2)
+    assert cache.get("a") is None and cache.misses == 1
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1 and cache.hits == 1  # "a" becomes most recent
+    cache.put("c", 3)  # evicts "b", the least recently used
+    assert "b" not in cache and "a" in cache and len(cache) == 2
+    assert cache.get_or_create("d", lambda: 4) == 4 and len(cache) == 2
+    calls = []
+    assert cache.get_or_create("d", lambda: calls.append(1)) == 4 and calls == []
+
+
+def test_select_path_on_cpu_is_torch(monkeypatch):
+    monkeypatch.delenv(submission.PATH_ENV, raising=False)
+    assert submission.select_path(torch.device("cpu")) == "torch"
+
+
+@pytest.mark.parametrize("forced", ["sm100", "sm90"])
+def test_forced_gpu_path_on_cpu_warns_once_and_runs_torch(monkeypatch, forced):
+    monkeypatch.setenv(submission.PATH_ENV, forced)
+    submission._device_paths.clear()
+    submission._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert submission.select_path(torch.device("cpu")) == "torch"
+        assert submission.select_path(torch.device("cpu")) == "torch"
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and f"NVFP4_GEMM_PATH={forced}" in messages[0]
+
+
+def test_bad_path_env_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(submission.PATH_ENV, "fastest")
+    with pytest.raises(ValueError, match="NVFP4_GEMM_PATH='fastest'"):
+        submission.select_path(torch.device("cpu"))

@@ -1,0 +1,130 @@
+"""Every malformed input gets a ValueError naming the group and the field."""
+
+import re
+
+import pytest
+import torch
+
+import reference
+import submission
+
+
+def _data(seed=1, m=(64, 96), n=(128, 256), k=(256, 512)):
+    return reference.generate_input(m=m, n=n, k=k, g=len(m), seed=seed)
+
+
+def _replace(data, group, field, value):
+    abc, sf, sfr, sizes = (list(x) for x in data)
+    a, b, c = abc[group]
+    sfa, sfb = sfr[group]
+    parts = {"a": a, "b": b, "c": c, "sfa_reordered": sfa, "sfb_reordered": sfb}
+    parts[field] = value
+    abc[group] = (parts["a"], parts["b"], parts["c"])
+    sfr[group] = (parts["sfa_reordered"], parts["sfb_reordered"])
+    return (abc, sf, sfr, sizes)
+
+
+def _with_sizes(data, group, size):
+    sizes = list(data[3])
+    sizes[group] = size
+    return (data[0], data[1], data[2], sizes)
+
+
+def _raises(data, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        submission.custom_kernel(data)
+
+
+def test_empty_group_list():
+    _raises(([], [], [], []), "empty group list")
+
+
+def test_list_length_mismatch():
+    d = _data()
+    _raises((d[0][:1], d[1], d[2], d[3]), "2 problem sizes but 1")
+
+
+def test_l_not_one():
+    _raises(_with_sizes(_data(), 1, (96, 256, 512, 2)), r"group 1: field 'problem_sizes': L = 2")
+
+
+@pytest.mark.parametrize("size,what", [((-1, 128, 256, 1), "negative"), ((64, -5, 256, 1), "negative")])
+def test_negative_sizes(size, what):
+    _raises(_with_sizes(_data(), 0, size), rf"group 0: field 'problem_sizes'.*{what}")
+
+
+@pytest.mark.parametrize("k", [0, -256, 100])
+def test_k_not_positive_multiple_of_16(k):
+    _raises(_with_sizes(_data(), 0, (64, 128, k, 1)), rf"group 0: field 'problem_sizes': K = {k}")
+
+
+def test_sizes_not_four_values():
+    _raises(_with_sizes(_data(), 0, (64, 128, 256)), r"group 0: field 'problem_sizes': expected \(M, N, K, L\)")
+
+
+def test_shape_inconsistent_with_problem_sizes():
+    _raises(_with_sizes(_data(), 1, (96, 256, 256, 1)), r"group 1: field 'a': shape \(96, 256, 1\), expected \(96, 128, 1\)")
+    _raises(_with_sizes(_data(), 0, (64, 256, 256, 1)), r"group 0: field 'b': shape")
+    d = _data()
+    _raises(_replace(d, 0, "c", d[0][0][2][:32]), r"group 0: field 'c': shape \(32, 128, 1\)")
+
+
+@pytest.mark.parametrize(
+    "field,bad",
+    [
+        ("a", lambda t: t.view(torch.int8)),
+        ("b", lambda t: t.view(torch.int8)),
+        ("c", lambda t: t.float()),
+        ("sfa_reordered", lambda t: t.view(torch.uint8)),
+        ("sfb_reordered", lambda t: t.float()),
+    ],
+)
+def test_wrong_dtype(field, bad):
+    d = _data()
+    index = {"a": (0, 0), "b": (0, 1), "c": (0, 2), "sfa_reordered": (2, 0), "sfb_reordered": (2, 1)}[field]
+    tensor = d[index[0]][1][index[1]]
+    _raises(_replace(d, 1, field, bad(tensor)), rf"group 1: field '{field}': dtype")
+
+
+def test_wrong_scale_shape():
+    d = _data()
+    sfa = d[2][1][0]
+    _raises(_replace(d, 1, "sfa_reordered", sfa[:, :, :, :, :1]), r"group 1: field 'sfa_reordered': shape")
+
+
+def test_not_a_tensor():
+    d = _data()
+    _raises(_replace(d, 0, "b", [1, 2, 3]), r"group 0: field 'b': expected a torch.Tensor, got list")
+
+
+def test_bad_tuples():
+    d = _data()
+    abc = list(d[0])
+    abc[1] = abc[1][:2]
+    _raises((abc, d[1], d[2], d[3]), r"group 1: field 'abc_tensors'")
+
+
+def test_mixed_devices():
+    d = _data()
+    # A 'meta' tensor stands in for another device; the check runs before any compute.
+    meta_c = torch.empty((96, 256, 1), dtype=torch.float16, device="meta")
+    _raises(_replace(d, 1, "c", meta_c), r"group 1: field 'c': on meta.*mixed devices")
+
+
+def test_data_not_a_4_tuple():
+    _raises(([], []), re.escape("data must be (abc_tensors"))
+
+
+def test_non_dense_strides_still_correct():
+    """A strided (non-contiguous) but valid input is computed correctly by a path that takes it."""
+    d = _data(m=(64,), n=(128,), k=(256,))
+    a = d[0][0][0]
+    wide = torch.zeros((64, 256, 1), dtype=torch.uint8)
+    wide[:, :128] = a.view(torch.uint8)
+    strided_a = wide[:, :128].view(torch.float4_e2m1fn_x2)
+    assert strided_a.stride()[:2] == (256, 1)
+    problem = submission.validate_inputs(_replace(d, 0, "a", strided_a))
+    assert not problem.kernel_layout
+    expected = reference.ref_kernel(reference_copy := (d[0], d[1], d[2], d[3]))[0].clone()
+    got = submission.custom_kernel(_replace(reference_copy, 0, "a", strided_a))[0]
+    assert torch.equal(got, expected)
