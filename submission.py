@@ -22,19 +22,30 @@ Layout of this file:
     2. Host-side math: tile counts, the static tile schedule
     3. Exact torch path (run_torch_exact)
     4. Caches (LruCache)
-    5. Dispatch (custom_kernel)
+    5. Kernel runner: the host wrapper both kernels share (GroupedGemmRunner)
+    6. Dispatch (custom_kernel)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 import torch
+
+try:
+    import cutlass  # noqa: F401  (the kernels' sections use it)
+
+    _DSL_IMPORT_ERROR = None
+except ImportError as e:  # the exact torch path still works
+    _DSL_IMPORT_ERROR = e
 
 try:
     from task import input_t, output_t
@@ -267,6 +278,9 @@ class LruCache:
             self.put(key, value)
         return value
 
+    def pop(self, key) -> None:
+        self._data.pop(key, None)
+
     def clear(self) -> None:
         self._data.clear()
         self.hits = self.misses = 0
@@ -279,7 +293,183 @@ class LruCache:
 
 
 # ======================================================================================
-# 5. Dispatch
+# 5. Kernel runner: the host wrapper both kernels share
+# ======================================================================================
+@dataclasses.dataclass(frozen=True)
+class KernelBackend:
+    """What the runner needs from one kernel family (Blackwell or Hopper).
+
+    choose_config(sizes) -> config; can_implement(config, sizes) -> (ok, reason);
+    tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
+    compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group.
+    """
+
+    name: str
+    choose_config: Callable
+    can_implement: Callable
+    tile_shape: Callable
+    compile: Callable
+    num_desc: int
+    ctas_per_tile: int = 1
+
+
+@dataclasses.dataclass
+class CompiledKernels:
+    """Launchers of one compiled config. `init(ptrs, sizes, tensormaps)` writes the
+    per-group descriptors; `gemm(sizes, ptrs, tensormaps, schedule, num_tiles, grid)`
+    runs all groups. Both take torch tensors and launch on the current stream."""
+
+    init: Callable
+    gemm: Callable
+
+
+@dataclasses.dataclass
+class TileSchedule:
+    """Device copy of the static schedule and of the sizes, per (sizes, tile shape)."""
+
+    sizes: torch.Tensor  # (G, 4) int32
+    schedule: torch.Tensor  # (T, 3) int32: group, tile index along M, along N
+    num_tiles: int
+
+
+@dataclasses.dataclass
+class PointerTable:
+    """Device pointer table and TMA descriptors of one set of pointers, and the ready launch."""
+
+    ptrs: torch.Tensor  # (G, 5) int64: a, b, sfa_reordered, sfb_reordered, c
+    tensormaps: torch.Tensor  # (G, num_desc, 16) int64, written once by the init kernel
+    launch: Callable[[], None]
+
+
+@dataclasses.dataclass
+class CallEntry:
+    """A call seen before: same tensor objects and sizes. Holds weak references only; the
+    entry is dropped as soon as one of its tensors is freed, so a recycled id never hits."""
+
+    table: PointerTable
+    outputs: list
+    refs: list
+
+
+def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
+    """(a, b, sfa_reordered, sfb_reordered, c) addresses per non-empty group."""
+    abc, _, sfr, _ = data
+    return tuple(
+        (a.data_ptr(), b.data_ptr(), sfa.data_ptr(), sfb.data_ptr(), c.data_ptr())
+        for (a, b, c), (sfa, sfb), (m, n, _, _) in zip(abc, sfr, sizes)
+        if m and n
+    )
+
+
+class GroupedGemmRunner:
+    """Validation-free fast path for repeated calls plus the cached slow path.
+
+    Caches, all bounded LRU:
+      compiled:  (config, num_groups) -> CompiledKernels
+      schedules: (sizes, tile shape) -> TileSchedule
+      pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
+      calls:     ids of the call's tensors and its sizes -> CallEntry
+    No cache holds anything derived from input values, nor a reference that keeps an
+    input alive.
+    """
+
+    def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64):
+        self.backend = backend
+        self.num_sms = num_sms
+        self.compiled = LruCache(16)
+        self.schedules = LruCache(maxsize)
+        self.pointers = LruCache(maxsize)
+        self.calls = LruCache(maxsize)
+
+    @staticmethod
+    def call_key(data) -> tuple | None:
+        abc, _, sfr, sizes = data
+        try:
+            return (tuple(map(id, chain(*abc, *sfr))), tuple(sizes))
+        except TypeError:  # unhashable sizes (lists): no fast path for this call
+            return None
+
+    def run_cached(self, data):
+        """The launch for a call seen before, or None."""
+        key = self.call_key(data)
+        entry = self.calls.get(key) if key is not None else None
+        if entry is None:
+            return None
+        entry.table.launch()
+        return list(entry.outputs)
+
+    def plan(self, problem: GroupedProblem):
+        """(config, None) when the kernel takes this problem, else (None, reason)."""
+        sizes = tuple(s for s in problem.sizes if s[0] and s[1])
+        if not problem.kernel_layout:
+            return None, "inputs are not in the dense layout the TMA descriptors address"
+        if not sizes:
+            return None, "every group is empty"
+        config = self.backend.choose_config(sizes)
+        ok, reason = self.backend.can_implement(config, sizes)
+        return (config, None) if ok else (None, reason)
+
+    def run(self, data, problem: GroupedProblem, config) -> list:
+        """Slow path: compile, schedule and descriptors through their caches, then launch."""
+        b = self.backend
+        sizes = tuple(s for s in problem.sizes if s[0] and s[1])
+        compiled = self.compiled.get_or_create(
+            (config, len(sizes)), lambda: b.compile(config, len(sizes))
+        )
+        tile_m, tile_n = b.tile_shape(config)
+        sched = self.schedules.get_or_create(
+            (sizes, tile_m, tile_n),
+            lambda: self._make_schedule(sizes, tile_m, tile_n, problem.device),
+        )
+        ptrs = group_pointers(data, problem.sizes)
+        table = self.pointers.get_or_create(
+            (config, sizes, ptrs), lambda: self._make_table(compiled, sched, ptrs, problem.device)
+        )
+        key = self.call_key(data)
+        if key is not None:
+            self._remember_call(key, data, table)
+        table.launch()
+        return [abc[2] for abc in data[0]]
+
+    def _make_schedule(self, sizes, tile_m, tile_n, device) -> TileSchedule:
+        rows = build_tile_schedule(sizes, tile_m, tile_n)
+        return TileSchedule(
+            sizes=torch.tensor(sizes, dtype=torch.int32, device=device),
+            schedule=torch.tensor(rows, dtype=torch.int32, device=device).reshape(-1, 3),
+            num_tiles=len(rows),
+        )
+
+    def _make_table(self, compiled, sched, ptrs, device) -> PointerTable:
+        ptr_dev = torch.tensor(ptrs, dtype=torch.int64, device=device)
+        # 128-byte descriptors must be 64-byte aligned; torch allocations are 256-byte aligned.
+        tensormaps = torch.zeros((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
+        compiled.init(ptr_dev, sched.sizes, tensormaps)
+        grid = persistent_grid(sched.num_tiles, self.num_sms, self.backend.ctas_per_tile)
+        launch = functools.partial(
+            compiled.gemm, sched.sizes, ptr_dev, tensormaps, sched.schedule, sched.num_tiles, grid
+        )
+        return PointerTable(ptr_dev, tensormaps, launch)
+
+    def _remember_call(self, key, data, table) -> None:
+        calls = self.calls
+
+        def forget(_ref, key=key):
+            calls.pop(key)
+
+        tensors = list(chain(*data[0], *data[2]))
+        refs = [weakref.ref(t, forget) for t in tensors]
+        calls.put(key, CallEntry(table, [abc[2] for abc in data[0]], refs))
+
+
+def persistent_grid(num_tiles: int, num_sms: int, ctas_per_tile: int = 1) -> int:
+    """CTAs of the persistent launch: one per SM at most, never more than the tiles need,
+    a whole number of CTA clusters."""
+    ctas = min(num_tiles * ctas_per_tile, (num_sms // ctas_per_tile) * ctas_per_tile)
+    return max(ctas, ctas_per_tile)
+
+
+# ======================================================================================
+# 6. Dispatch
 # ======================================================================================
 _warned: set[str] = set()
 
@@ -298,16 +488,14 @@ def requested_path() -> str:
     return path
 
 
-_device_paths: dict[tuple[torch.device, str], str] = {}
+_device_paths: dict[torch.device, str] = {}
 
 
 def select_path(device: torch.device) -> str:
-    """The path for a device, decided at its first call and cached ('torch' off CUDA)."""
-    requested = requested_path()
-    key = (device, requested)
-    path = _device_paths.get(key)
+    """The path for a device, decided at its first call (reading NVFP4_GEMM_PATH then)."""
+    path = _device_paths.get(device)
     if path is None:
-        path = _device_paths[key] = _decide_path(device, requested)
+        path = _device_paths[device] = _decide_path(device, requested_path())
     return path
 
 
@@ -330,11 +518,81 @@ def _decide_path(device: torch.device, requested: str) -> str:
             "running the exact torch path"
         )
         return "torch"
+    if _DSL_IMPORT_ERROR is not None:
+        warn_once(f"the CuTe DSL (nvidia-cutlass-dsl) is missing ({_DSL_IMPORT_ERROR}); running the exact torch path")
+        return "torch"
     return requested
 
 
+_BACKENDS: dict[str, Callable[[], KernelBackend]] = {}  # path -> backend factory
+_runners: dict[tuple[torch.device, str], GroupedGemmRunner] = {}
+_last_runner: GroupedGemmRunner | None = None
+
+
+def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
+    runner = _runners.get((device, path))
+    if runner is None:
+        num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        runner = _runners[(device, path)] = GroupedGemmRunner(_BACKENDS[path](), num_sms)
+    return runner
+
+
+def _run_kernel_path(data, problem: GroupedProblem, path: str):
+    """The kernel's result, or None (with one warning) when the kernel cannot take it."""
+    global _last_runner
+    runner = get_runner(problem.device, path)
+    config, reason = runner.plan(problem)
+    if config is None:
+        warn_once(f"{path} kernel cannot take this call ({reason}); using a fallback path")
+        return None
+    try:
+        out = runner.run(data, problem, config)
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError) as e:
+        if "CUDA error" in str(e) or "illegal" in str(e):
+            raise  # a device fault is not a fallback case: the context is gone
+        warn_once(f"{path} kernel failed to build for {config} ({type(e).__name__}: {e}); using a fallback path")
+        return None
+    _last_runner = runner
+    return out
+
+
+def run_scaled_mm(data, problem: GroupedProblem) -> list[torch.Tensor]:
+    """cuBLAS FP4 GEMM per group through torch._scaled_mm (Blackwell only). Reads the
+    blocked scales in place (the reordered tensors' storage is cuBLAS's layout); caches
+    nothing."""
+    abc_tensors, _, sf_reordered, _ = data
+    for (a, b, c), (sfa, sfb), (m, n, _, _) in zip(abc_tensors, sf_reordered, problem.sizes):
+        if m == 0 or n == 0:
+            continue
+        c[:, :, 0] = torch._scaled_mm(
+            a[:, :, 0].view(torch.float4_e2m1fn_x2),
+            b[:, :, 0].transpose(0, 1).view(torch.float4_e2m1fn_x2),
+            sfa.permute(5, 2, 4, 0, 1, 3).reshape(-1),
+            sfb.permute(5, 2, 4, 0, 1, 3).reshape(-1),
+            bias=None,
+            out_dtype=torch.float16,
+        )
+    return [abc[2] for abc in abc_tensors]
+
+
 def custom_kernel(data: input_t) -> output_t:
-    """The leaderboard entry point: computes every group into its c and returns the c list."""
+    """The leaderboard entry point: computes every group into its c and returns the c list.
+
+    A call with the same tensor objects and sizes as an earlier one goes straight to the
+    cached launch; anything else is validated first.
+    """
+    if _last_runner is not None:
+        out = _last_runner.run_cached(data)
+        if out is not None:
+            return out
     problem = validate_inputs(data)
-    select_path(problem.device)
+    path = select_path(problem.device)
+    if path in _BACKENDS:
+        out = _run_kernel_path(data, problem, path)
+        if out is not None:
+            return out
+        if path == "sm100" and problem.kernel_layout:
+            return run_scaled_mm(data, problem)
+    elif path != "torch":
+        warn_once(f"the {path} kernel is not built into this file; running the exact torch path")
     return run_torch_exact(data, problem)

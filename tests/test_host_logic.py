@@ -60,6 +60,7 @@ def test_lru_cache_bounded_and_counts():
 
 def test_select_path_on_cpu_is_torch(monkeypatch):
     monkeypatch.delenv(submission.PATH_ENV, raising=False)
+    submission._device_paths.clear()
     assert submission.select_path(torch.device("cpu")) == "torch"
 
 
@@ -78,5 +79,6 @@ def test_forced_gpu_path_on_cpu_warns_once_and_runs_torch(monkeypatch, forced):
 
 def test_bad_path_env_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(submission.PATH_ENV, "fastest")
+    submission._device_paths.clear()
     with pytest.raises(ValueError, match="NVFP4_GEMM_PATH='fastest'"):
         submission.select_path(torch.device("cpu"))

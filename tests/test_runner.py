@@ -1,0 +1,212 @@
+"""The shared kernel runner with a stubbed kernel on the CPU: cache hits, invalidation,
+fallbacks, and that nothing derived from input values is cached."""
+
+import gc
+import warnings
+
+import pytest
+import torch
+
+import reference
+import submission
+from submission import CompiledKernels, GroupedGemmRunner, KernelBackend
+
+
+class StubKernel:
+    """Counts compiles, descriptor builds and launches; the 'GEMM' runs the exact path on
+    the pointers it was given, so stale descriptors would give wrong results."""
+
+    def __init__(self, can=True):
+        self.compiles, self.inits, self.launches = 0, 0, 0
+        self.can = can
+        self.data_by_ptrs = {}
+
+    def backend(self):
+        return KernelBackend(
+            name="stub",
+            choose_config=lambda sizes: ("cfg", 128, 128),
+            can_implement=lambda cfg, sizes: (self.can, "stub says no"),
+            tile_shape=lambda cfg: (cfg[1], cfg[2]),
+            compile=self._compile,
+            num_desc=5,
+        )
+
+    def _compile(self, config, num_groups):
+        self.compiles += 1
+
+        def init(ptrs, sizes, tensormaps):
+            self.inits += 1
+            tensormaps.fill_(7)  # stands for the descriptors
+
+        def gemm(sizes, ptrs, tensormaps, schedule, num_tiles, grid):
+            self.launches += 1
+            assert bool((tensormaps == 7).all())
+            data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
+            submission.run_torch_exact(data, submission.validate_inputs(data))
+
+        return CompiledKernels(init, gemm)
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    kernel = StubKernel()
+    runner = GroupedGemmRunner(kernel.backend(), num_sms=132)
+    monkeypatch.setattr(submission, "select_path", lambda device: "stub")
+    monkeypatch.setitem(submission._BACKENDS, "stub", kernel.backend)
+    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    monkeypatch.setattr(submission, "_last_runner", None)
+    kernel.runner = runner
+
+    def register(data):
+        sizes = [tuple(s) for s in data[3]]
+        kernel.data_by_ptrs[submission.group_pointers(data, sizes)] = data
+        return data
+
+    kernel.register = register
+    return kernel
+
+
+def _data(seed, m=(40, 129), n=(128, 256), k=(256, 512)):
+    return reference.generate_input(m=m, n=n, k=k, g=len(m), seed=seed)
+
+
+def _expected(data):
+    clone = ([tuple(t.clone() for t in g) for g in data[0]], data[1], data[2], data[3])
+    return [c.clone() for c in reference.ref_kernel(clone)]
+
+
+def test_repeat_call_hits_every_cache(stub):
+    data = stub.register(_data(1))
+    out1 = submission.custom_kernel(data)
+    out2 = submission.custom_kernel(data)
+    assert stub.compiles == 1 and stub.inits == 1 and stub.launches == 2
+    assert stub.runner.calls.hits == 1
+    assert all(x is y for x, y in zip(out1, out2))
+    assert all(torch.equal(o, e) for o, e in zip(out2, _expected(data)))
+
+
+def test_new_values_in_same_tensors_give_new_results(stub):
+    data = stub.register(_data(2))
+    submission.custom_kernel(data)
+    other = _data(3)
+    data[0][0][0].view(torch.uint8).copy_(other[0][0][0].view(torch.uint8))
+    data[1][1][1].copy_(other[1][1][1])  # the reference reads the plain scales,
+    data[2][1][1].copy_(other[2][1][1])  # the kernels the blocked ones
+    out = submission.custom_kernel(data)
+    assert stub.inits == 1  # same pointers: descriptors reused
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_new_tensor_objects_same_pointers_reuse_descriptors(stub):
+    data = stub.register(_data(5))
+    submission.custom_kernel(data)
+    views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], list(data[3]))
+    submission.custom_kernel(views)
+    assert stub.inits == 1 and stub.runner.pointers.hits >= 1 and stub.launches == 2
+
+
+def test_changed_pointers_build_new_descriptors(stub):
+    first = stub.register(_data(6))
+    second = stub.register(_data(7))
+    submission.custom_kernel(first)
+    out = submission.custom_kernel(second)
+    assert stub.compiles == 1 and stub.inits == 2
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(second)))
+
+
+def test_freed_tensors_drop_their_call_entry(stub):
+    data = stub.register(_data(8))
+    submission.custom_kernel(data)
+    assert len(stub.runner.calls) == 1
+    stub.data_by_ptrs.clear()
+    del data
+    gc.collect()
+    assert len(stub.runner.calls) == 0
+
+
+def test_same_addresses_other_shapes(stub):
+    """Buffers reused at the same addresses with other sizes: new sizes, new descriptors."""
+    pool = torch.zeros(1 << 20, dtype=torch.uint8)
+
+    def carve(data):
+        # Copy each tensor into the same pool offsets, so both calls share addresses.
+        offset, abc, sfr = 0, [], []
+        for (a, b, c), (sfa, sfb) in zip(data[0], data[2]):
+            group = []
+            for t in (a, b, c, sfa, sfb):
+                nbytes = t.untyped_storage().nbytes()
+                view = pool[offset : offset + nbytes]
+                view.copy_(torch.frombuffer(bytearray(t.untyped_storage()), dtype=torch.uint8))
+                group.append(torch.empty(0, dtype=t.dtype).set_(view.untyped_storage(), offset // t.element_size(), t.shape, t.stride()))
+                offset += (nbytes + 255) // 256 * 256
+            abc.append(tuple(group[:3]))
+            sfr.append(tuple(group[3:]))
+        return (abc, data[1], sfr, data[3])
+
+    small = stub.register(carve(_data(9, m=(64,), n=(128,), k=(256,))))
+    out_small = [c.clone() for c in submission.custom_kernel(small)]
+    exp_small = _expected(small)
+    ptr0 = small[0][0][0].data_ptr()
+    del small
+    gc.collect()
+    big = stub.register(carve(_data(10, m=(96,), n=(256,), k=(512,))))
+    assert big[0][0][0].data_ptr() == ptr0
+    out_big = submission.custom_kernel(big)
+    assert stub.inits == 2
+    assert torch.equal(out_small[0], exp_small[0])
+    assert torch.equal(out_big[0], _expected(big)[0])
+
+
+def test_cannot_implement_falls_back_with_one_warning(stub):
+    stub.can = False
+    submission._warned.clear()
+    data = _data(11)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out1 = [c.clone() for c in submission.custom_kernel(data)]
+        submission.custom_kernel(data)
+    assert [str(w.message) for w in caught] == [
+        "nvfp4 grouped GEMM: stub kernel cannot take this call (stub says no); using a fallback path"
+    ]
+    assert stub.launches == 0
+    assert all(torch.equal(o, e) for o, e in zip(out1, _expected(data)))
+
+
+def test_compile_failure_falls_back_with_one_warning(stub, monkeypatch):
+    def broken(config, num_groups):
+        raise RuntimeError("ptxas: too many resources")
+
+    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, compile=broken))
+    submission._warned.clear()
+    data = _data(12)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = submission.custom_kernel(data)
+    assert len(caught) == 1 and "failed to build" in str(caught[0].message) and "too many resources" in str(caught[0].message)
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_non_dense_layout_goes_to_exact_path(stub):
+    data = _data(13, m=(64,), n=(128,), k=(256,))
+    a = data[0][0][0]
+    wide = torch.zeros((64, 256, 1), dtype=torch.uint8)
+    wide[:, :128] = a.view(torch.uint8)
+    data[0][0] = (wide[:, :128].view(torch.float4_e2m1fn_x2), data[0][0][1], data[0][0][2])
+    submission._warned.clear()
+    with pytest.warns(RuntimeWarning, match="dense layout"):
+        out = submission.custom_kernel(data)
+    assert stub.launches == 0 and torch.equal(out[0], _expected(data)[0])
+
+
+def test_caches_stay_bounded_over_many_calls(stub):
+    for seed in range(3 * 64 + 5):
+        m = (1 + seed % 200,)
+        data = stub.register(_data(seed, m=m, n=(128,), k=(256,)))
+        submission.custom_kernel(data)
+    r = stub.runner
+    assert len(r.calls) <= 64 and len(r.pointers) <= 64 and len(r.schedules) <= 64 and len(r.compiled) <= 16
+
+
+@pytest.mark.parametrize("tiles,sms,per,expected", [(300, 132, 1, 132), (5, 132, 1, 5), (7, 148, 2, 14), (100, 148, 2, 148), (0, 132, 1, 1)])
+def test_persistent_grid(tiles, sms, per, expected):
+    assert submission.persistent_grid(tiles, sms, per) == expected

@@ -1,0 +1,91 @@
+"""Host time per custom_kernel call with warm caches (CPU time from entry to the launch
+returning), for the four benchmark shapes.
+
+On a GPU this times the real path (no synchronization inside the timed loop, so the
+figure is the host's work plus the launch call). Without a GPU the kernel launch is
+stubbed out, which measures the wrapper alone.
+
+    python tools/host_overhead.py [--calls 2000] [--json out.json]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import reference  # noqa: E402
+import submission  # noqa: E402
+from tests.cases import task_cases  # noqa: E402
+
+
+def install_stub() -> None:
+    """A backend whose compile and launches do nothing: the wrapper's cost alone."""
+
+    def compile_stub(config, num_groups):
+        return submission.CompiledKernels(init=lambda *a: None, gemm=lambda *a: None)
+
+    backend = submission.KernelBackend(
+        name="stub",
+        choose_config=lambda sizes: "stub",
+        can_implement=lambda cfg, sizes: (True, ""),
+        tile_shape=lambda cfg: (128, 128),
+        compile=compile_stub,
+        num_desc=5,
+    )
+    submission._BACKENDS["stub"] = lambda: backend
+    submission._device_paths[torch.device("cpu")] = "stub"
+    submission.get_runner = lambda device, path: submission._runners.setdefault(
+        (device, path), submission.GroupedGemmRunner(backend, num_sms=132)
+    )
+
+
+def measure(data, calls: int) -> dict:
+    for _ in range(20):
+        submission.custom_kernel(data)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            submission.custom_kernel(data)
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    return {"median_us": statistics.median(samples), "min_us": min(samples)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    stubbed = not torch.cuda.is_available()
+    if stubbed:
+        install_stub()
+    results = []
+    for case in task_cases("benchmarks"):
+        data = reference.generate_input(**case.args())
+        allocated = torch.cuda.memory_allocated() if not stubbed else 0
+        r = measure(data, args.calls)
+        r["device_bytes_allocated_during"] = (torch.cuda.memory_allocated() - allocated) if not stubbed else 0
+        r["case"] = f"G={case.g} N={case.n[0]} K={case.k[0]}"
+        results.append(r)
+        extra = "" if stubbed else f", device bytes allocated: {r['device_bytes_allocated_during']}"
+        print(f"{r['case']:<22} host time per call: median {r['median_us']:.2f} us, min {r['min_us']:.2f} us{extra}")
+    where = "launch stubbed (no GPU)" if stubbed else f"{torch.cuda.get_device_name()}, path {submission.select_path(torch.device('cuda'))}"
+    print(f"({where}; {args.calls} calls x 5 samples)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"where": where, "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
