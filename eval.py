@@ -31,7 +31,6 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
 
 # Disable CuTe DSL file caching for more stable benchmarking (as the leaderboard does).
 os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
@@ -128,7 +127,7 @@ def spec_line(case: dict) -> str:
     return "; ".join(f"{k}: {fmt(v)}" for k, v in case.items())
 
 
-def get_test_cases(file_name: str, seed: Optional[int]) -> list[TestCase]:
+def get_test_cases(file_name: str, seed: int | None) -> list[TestCase]:
     try:
         content = Path(file_name).read_text()
     except Exception as e:
@@ -144,7 +143,7 @@ def get_test_cases(file_name: str, seed: Optional[int]) -> list[TestCase]:
     return _apply_secret_seed(tests, seed)
 
 
-def _apply_secret_seed(tests: list[TestCase], seed: Optional[int]) -> list[TestCase]:
+def _apply_secret_seed(tests: list[TestCase], seed: int | None) -> list[TestCase]:
     if seed is not None:
         for test in tests:
             if "seed" in test.args:

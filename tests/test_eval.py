@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
+from cases import ROOT
 
 import eval as harness
-from cases import ROOT
 
 SMALL_SPECS = [
     "m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111",

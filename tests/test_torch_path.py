@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from cases import ODD_CASES, task_cases
 
 import reference
 import submission
-from cases import ODD_CASES, task_cases
 from utils import verbose_allclose
 
 
