@@ -301,7 +301,8 @@ class KernelBackend:
 
     choose_config(sizes) -> config; can_implement(config, sizes) -> (ok, reason);
     tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
-    compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group.
+    compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group;
+    grid(config, num_tiles, num_sms) -> CTAs of the persistent launch.
     """
 
     name: str
@@ -310,7 +311,7 @@ class KernelBackend:
     tile_shape: Callable
     compile: Callable
     num_desc: int
-    ctas_per_tile: int = 1
+    grid: Callable = lambda config, num_tiles, num_sms: persistent_grid(num_tiles, num_sms)
 
 
 @dataclasses.dataclass
@@ -423,7 +424,8 @@ class GroupedGemmRunner:
         )
         ptrs = group_pointers(data, problem.sizes)
         table = self.pointers.get_or_create(
-            (config, sizes, ptrs), lambda: self._make_table(compiled, sched, ptrs, problem.device)
+            (config, sizes, ptrs),
+            lambda: self._make_table(config, compiled, sched, ptrs, problem.device),
         )
         key = self.call_key(data)
         if key is not None:
@@ -439,12 +441,12 @@ class GroupedGemmRunner:
             num_tiles=len(rows),
         )
 
-    def _make_table(self, compiled, sched, ptrs, device) -> PointerTable:
+    def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
         ptr_dev = torch.tensor(ptrs, dtype=torch.int64, device=device)
         # 128-byte descriptors must be 64-byte aligned; torch allocations are 256-byte aligned.
         tensormaps = torch.zeros((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
         compiled.init(ptr_dev, sched.sizes, tensormaps)
-        grid = persistent_grid(sched.num_tiles, self.num_sms, self.backend.ctas_per_tile)
+        grid = self.backend.grid(config, sched.num_tiles, self.num_sms)
         launch = functools.partial(
             compiled.gemm, sched.sizes, ptr_dev, tensormaps, sched.schedule, sched.num_tiles, grid
         )
@@ -461,11 +463,11 @@ class GroupedGemmRunner:
         calls.put(key, CallEntry(table, [abc[2] for abc in data[0]], refs))
 
 
-def persistent_grid(num_tiles: int, num_sms: int, ctas_per_tile: int = 1) -> int:
-    """CTAs of the persistent launch: one per SM at most, never more than the tiles need,
-    a whole number of CTA clusters."""
-    ctas = min(num_tiles * ctas_per_tile, (num_sms // ctas_per_tile) * ctas_per_tile)
-    return max(ctas, ctas_per_tile)
+def persistent_grid(num_tiles: int, num_sms: int, ctas_per_tile: int = 1, ctas_per_sm: int = 1) -> int:
+    """CTAs of the persistent launch: as many as can be resident at once (ctas_per_sm per
+    SM), never more than the tiles need, a whole number of CTA clusters of ctas_per_tile."""
+    resident = (num_sms * ctas_per_sm // ctas_per_tile) * ctas_per_tile
+    return max(min(num_tiles * ctas_per_tile, resident), ctas_per_tile)
 
 
 # ======================================================================================

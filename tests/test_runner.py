@@ -207,6 +207,11 @@ def test_caches_stay_bounded_over_many_calls(stub):
     assert len(r.calls) <= 64 and len(r.pointers) <= 64 and len(r.schedules) <= 64 and len(r.compiled) <= 16
 
 
-@pytest.mark.parametrize("tiles,sms,per,expected", [(300, 132, 1, 132), (5, 132, 1, 5), (7, 148, 2, 14), (100, 148, 2, 148), (0, 132, 1, 1)])
+@pytest.mark.parametrize("tiles,sms,per,expected", [(300, 132, 1, 132), (5, 132, 1, 5), (7, 148, 2, 14), (100, 148, 2, 148), (0, 132, 1, 1), (101, 133, 2, 132)])
 def test_persistent_grid(tiles, sms, per, expected):
     assert submission.persistent_grid(tiles, sms, per) == expected
+
+
+def test_persistent_grid_two_ctas_per_sm():
+    assert submission.persistent_grid(1000, 132, ctas_per_sm=2) == 264
+    assert submission.persistent_grid(100, 132, ctas_per_sm=2) == 100

@@ -1,0 +1,115 @@
+"""custom_kernel on a real GPU against the exact reference (skips without CUDA).
+
+On sm_90 / sm_100 these also assert that the kernel path really ran (no silent fallback).
+"""
+
+import gc
+import random
+import warnings
+
+import pytest
+import torch
+
+import reference
+import submission
+from cases import Case, task_cases
+from conftest import requires_cuda, requires_sm100
+from utils import verbose_allclose
+
+pytestmark = [pytest.mark.gpu, requires_cuda]
+
+
+def _clone(data):
+    return ([tuple(t.clone() for t in g) for g in data[0]], data[1], [tuple(t.clone() for t in g) for g in data[2]], list(data[3]))
+
+
+def _check(case_args):
+    data = reference.generate_input(**case_args)
+    expected = reference.ref_kernel(_clone(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback warning fails the test
+        out = submission.custom_kernel(data)
+    torch.cuda.synchronize()
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+    return data, out
+
+
+def _kernel_path():
+    return submission.select_path(torch.device("cuda"))
+
+
+def _assert_kernel_ran():
+    if _kernel_path() in ("sm90", "sm100"):
+        assert submission._last_runner is not None, "the kernel path never ran"
+        assert len(submission._last_runner.compiled) >= 1
+
+
+@pytest.mark.parametrize("case", task_cases("tests"), ids=lambda c: c.id)
+def test_task_tests(case):
+    _check(case.args())
+    _assert_kernel_ran()
+
+
+@pytest.mark.parametrize("case", task_cases("benchmarks"), ids=lambda c: c.id)
+def test_benchmark_shapes_15_seeds(case):
+    for i in range(15):
+        _check({**case.args(), "seed": case.seed + 42 * (i + 1)})
+    _assert_kernel_ran()
+
+
+EDGE = [
+    Case("m1", (1,), (4096,), (7168,)),
+    Case("m7", (7,), (7168,), (2048,)),
+    Case("m129", (129,), (3072,), (4096,)),
+    Case("m1000", (1000,), (1536,), (1536,)),
+    Case("n128_k256", (64,), (128,), (256,)),
+    Case("n7168_k7168", (40,), (7168,), (7168,)),
+    Case("g1", (256,), (512,), (512,)),
+    Case("g16_mixed", tuple(random.Random(0).choice([1, 7, 40, 129, 384]) for _ in range(16)), (256,) * 8 + (640,) * 8, (256,) * 8 + (768,) * 8),
+]
+
+
+@pytest.mark.parametrize("case", EDGE, ids=lambda c: c.id)
+def test_edge_shapes(case):
+    _check(case.args())
+    _assert_kernel_ran()
+
+
+def test_bitwise_deterministic():
+    data = reference.generate_input(m=(80, 176), n=(4096, 4096), k=(7168, 7168), g=2, seed=3)
+    first = [c.clone() for c in submission.custom_kernel(data)]
+    for _ in range(5):
+        again = submission.custom_kernel(data)
+        assert all(torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(first, again))
+
+
+def test_new_values_in_same_tensors():
+    data = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=21)
+    submission.custom_kernel(data)
+    other = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=22)
+    for part in (0, 1, 2):
+        for g in range(2):
+            for t, u in zip(data[part][g], other[part][g]):
+                t.copy_(u)
+    out = submission.custom_kernel(data)
+    expected = reference.ref_kernel(_clone(data))
+    assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(out, expected))
+
+
+def test_reallocated_addresses_other_shapes():
+    first = reference.generate_input(m=(128,), n=(256,), k=(512,), g=1, seed=31)
+    submission.custom_kernel(first)
+    torch.cuda.synchronize()
+    del first
+    gc.collect()
+    for m, n, k in [(64, 256, 512), (200, 128, 256), (128, 512, 256)]:
+        _check({"m": (m,), "n": (n,), "k": (k,), "g": 1, "seed": m + n})
+
+
+@requires_sm100
+def test_reference_agrees_with_cublas_fp4():
+    data = reference.generate_input(m=(96, 128), n=(128, 256), k=(256, 512), g=2, seed=1111)
+    ours = reference.ref_kernel(_clone(data))
+    cublas = reference.scaled_mm_reference(data)
+    assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(ours, cublas))
