@@ -1,0 +1,249 @@
+"""CPU tests of the sm_100a kernel's host side: legality, config table, can_implement and the
+pure host functions (tile counts, stage budget, TMEM columns, compile cache key)."""
+
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+sys.path.insert(0, str(ROOT))
+import submission as k  # noqa: E402  (the Blackwell kernel lives in submission.py)
+
+BENCH_SHAPES = {
+    "bench1": [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)],
+    "bench2": [(m, 7168, 2048, 1) for m in (40, 76, 168, 72, 164, 148, 196, 160)],
+    "bench3": [(192, 3072, 4096, 1), (320, 3072, 4096, 1)],
+    "bench4": [(128, 4096, 1536, 1), (384, 4096, 1536, 1)],
+}
+
+
+@dataclass(frozen=True)
+class LegalityCase:
+    id: str
+    cfg: object
+    legal: bool
+    reason_part: str = ""
+
+
+BASE = k.make_sm100_config(128, 128, swap_ab=False, cta_group=1)
+LEGALITY_CASES = [
+    LegalityCase("plain_128x128", BASE, True),
+    LegalityCase("swap_2cta_128x256", k.make_sm100_config(128, 256, True, 2), True),
+    LegalityCase("plain_2cta_256x128", k.make_sm100_config(256, 128, False, 2), True),
+    LegalityCase("one_acc_stage", replace(BASE, acc_stages=1), False, "acc_stages"),
+    LegalityCase("n256_two_acc_stages_tmem", replace(BASE, tile_n=256, ab_stages=3), False, "TMEM"),
+    LegalityCase("mma_m_256_needs_2cta", replace(BASE, tile_m=256, ab_stages=3), False, "MMA M"),
+    LegalityCase("mma_n_64", replace(BASE, tile_n=64), False, "MMA N"),
+    LegalityCase("cta_group_4", replace(BASE, cta_group=4), False, "cta_group"),
+    LegalityCase("too_many_stages", replace(BASE, ab_stages=12), False, "shared memory"),
+    LegalityCase("one_ab_stage", replace(BASE, ab_stages=1), False, "ab_stages"),
+]
+
+
+@pytest.mark.parametrize("case", LEGALITY_CASES, ids=lambda c: c.id)
+def test_legality(case):
+    ok, reason = k.sm100_config_is_legal(case.cfg)
+    assert ok == case.legal, reason
+    assert case.reason_part in reason
+
+
+@pytest.mark.parametrize("name", sorted(BENCH_SHAPES))
+def test_table_covers_benchmarks_with_legal_configs(name):
+    shapes = BENCH_SHAPES[name]
+    assert k.sm100_problem_signature(shapes) in k.SM100_CONFIG_TABLE
+    cfg = k.choose_sm100_config(shapes)
+    assert k.sm100_config_is_legal(cfg) == (True, "")
+    assert k.Sm100BlockScaledGroupedGemm.can_implement(cfg, shapes) == (True, "")
+
+
+def test_table_configs_are_named_so_the_compile_tests_cover_them():
+    named = set(k.SM100_NAMED_CONFIGS.values())
+    assert set(k.SM100_CONFIG_TABLE.values()) <= named
+
+
+def test_every_named_and_table_config_is_legal():
+    for cfg in [*k.SM100_CONFIG_TABLE.values(), *k.SM100_NAMED_CONFIGS.values()]:
+        assert k.sm100_config_is_legal(cfg) == (True, ""), cfg
+
+
+@dataclass(frozen=True)
+class ProblemCase:
+    id: str
+    sizes: list
+    ok: bool
+    reason_part: str = ""
+
+
+PROBLEM_CASES = [
+    ProblemCase("m1", [(1, 4096, 256, 1)], True),
+    ProblemCase("m_not_mult_8", [(37, 256, 512, 1), (129, 128, 256, 1)], True),
+    ProblemCase("one_group_min_k", [(128, 128, 256, 1)], True),
+    ProblemCase("k_not_mult_256", [(128, 128, 384, 1)], False, "K = 384"),
+    ProblemCase("l_2", [(128, 128, 256, 2)], False, "L must be 1"),
+    ProblemCase("n_not_mult_8", [(128, 100, 256, 1)], False, "N = 100"),
+    ProblemCase("m0", [(0, 128, 256, 1)], False, "empty"),
+    ProblemCase("no_groups", [], False, "no groups"),
+]
+
+
+@pytest.mark.parametrize("case", PROBLEM_CASES, ids=lambda c: c.id)
+def test_can_implement(case):
+    cfg = k.choose_sm100_config(case.sizes) if case.sizes else BASE
+    ok, reason = k.Sm100BlockScaledGroupedGemm.can_implement(cfg, case.sizes)
+    assert ok == case.ok, reason
+    assert case.reason_part in reason
+
+
+def test_can_implement_rejects_illegal_config():
+    ok, reason = k.Sm100BlockScaledGroupedGemm.can_implement(
+        replace(BASE, acc_stages=1), [(128, 128, 256, 1)]
+    )
+    assert not ok and "acc_stages" in reason
+
+
+def test_heuristic_only_returns_legal_configs():
+    for sizes in ([(1, 128, 256, 1)], [(4096, 4096, 4096, 1)], [(64, 7168, 2048, 1)] * 3):
+        assert k.sm100_config_is_legal(k.choose_sm100_config(sizes)) == (True, "")
+
+
+@dataclass(frozen=True)
+class TileCase:
+    id: str
+    cfg: object
+    sizes: list
+    tiles: list
+
+
+TILE_CASES = [
+    TileCase("plain_partial", BASE, [(1, 128, 256, 1), (129, 384, 256, 1)], [(1, 1), (2, 3)]),
+    TileCase(
+        "swap_2cta",
+        k.make_sm100_config(128, 256, True, 2),
+        [(80, 4096, 7168, 1), (248, 4096, 7168, 1)],
+        [(1, 16), (2, 16)],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", TILE_CASES, ids=lambda c: c.id)
+def test_tiles_per_group(case):
+    assert k.sm100_tiles_per_group(case.cfg, case.sizes) == case.tiles
+    assert k.sm100_num_tiles(case.cfg, case.sizes) == sum(a * b for a, b in case.tiles)
+
+
+def test_schedule_rows_cover_every_tile_once_in_order():
+    cfg = k.make_sm100_config(128, 256, True, 2)
+    sizes = [(80, 512, 256, 1), (248, 512, 256, 1), (1, 256, 256, 1)]
+    rows = k.sm100_schedule_rows(cfg, sizes)
+    assert len(rows) == len(set(rows)) == k.sm100_num_tiles(cfg, sizes)
+    # the largest M first; M tiles of one N tile adjacent
+    assert rows[:4] == [(1, 0, 0), (1, 1, 0), (1, 0, 1), (1, 1, 1)]
+    assert rows[-1] == (2, 0, 0)
+
+
+def test_grid_is_persistent_and_cluster_aligned():
+    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    assert k.sm100_grid_ctas(cfg2, 176, 148) == 148
+    assert k.sm100_grid_ctas(cfg2, 5, 148) == 10
+    assert k.sm100_grid_ctas(BASE, 500, 148) == 148
+    assert k.sm100_grid_ctas(BASE, 3, 148) == 3
+
+
+def test_stage_bytes_and_budget():
+    # 1-CTA 128x128: A 16 KiB + B 16 KiB + SFA 2 KiB + SFB 2 KiB per stage
+    assert k.sm100_stage_bytes(BASE) == 36864
+    assert k.sm100_tma_bytes_per_stage(BASE) == 36864
+    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    # per CTA: A 16 KiB + half of B 8 KiB + SFA 2 KiB + whole SFB 2 KiB; barrier counts both
+    assert k.sm100_stage_bytes(cfg2) == 28672
+    assert k.sm100_tma_bytes_per_stage(cfg2) == 2 * 28672
+    for cfg in (BASE, cfg2):
+        stages = k.sm100_ab_stages_for_smem(cfg)
+        assert cfg.ab_stages == stages
+        assert k.sm100_smem_bytes(cfg) <= k.SM100_SMEM_CAPACITY
+        assert k.sm100_smem_bytes(replace(cfg, ab_stages=stages + 1)) > k.SM100_SMEM_CAPACITY
+
+
+def test_tmem_columns():
+    assert k.sm100_tmem_columns(BASE) == 2 * 128 + 16 + 16  # acc x2, SFA, SFB
+    assert k.sm100_tmem_columns(replace(BASE, tile_n=256)) > k.SM100_TMEM_COLUMNS
+
+
+def test_config_is_hashable_and_named():
+    names = {cfg.name for cfg in k.SM100_NAMED_CONFIGS.values()}
+    assert len(names) == len(k.SM100_NAMED_CONFIGS)
+    assert hash(BASE) == hash(k.make_sm100_config(128, 128, False, 1))
+
+
+def test_no_device_query_at_import():
+    """Importing submission must not touch the GPU: every device query raises here."""
+    import subprocess
+
+    code = (
+        "import torch\n"
+        "def boom(*a, **k): raise RuntimeError('device query at import')\n"
+        "for name in ('is_available', 'get_device_capability', 'get_device_properties', 'device_count', 'current_device'):\n"
+        "    setattr(torch.cuda, name, boom)\n"
+        "import submission\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.compile
+def test_compile_cache_key_is_the_compile_arguments(monkeypatch):
+    """The runner compiles once per (config, number of groups): two configs, two entries."""
+    calls = []
+
+    class _Storage:
+        @staticmethod
+        def size_in_bytes():
+            return 0
+
+    def fake_compile(fn, *args, **kw):
+        calls.append(fn)
+        if isinstance(fn, k.Sm100BlockScaledGroupedGemm):
+            fn.shared_storage = _Storage
+        return object()
+
+    monkeypatch.setattr(k.cute, "compile", fake_compile)
+    runner = k.GroupedGemmRunner(k.sm100_backend(), num_sms=148)
+    cfg2 = k.make_sm100_config(128, 256, True, 2)
+
+    def get(cfg, groups):
+        return runner.compiled.get_or_create((cfg, groups), lambda: k.compile_sm100(cfg, groups))
+
+    a = get(BASE, 2)
+    assert get(BASE, 2) is a
+    b, c = get(cfg2, 2), get(BASE, 3)
+    assert len({id(x) for x in (a, b, c)}) == 3 and len(runner.compiled) == 3
+    assert len(calls) == 6  # init + GEMM per entry
+
+
+def _blocked_scale_offset(r: int, j: int, rest_k: int) -> int:
+    """Byte of scale (row r, scale column j) in the cuBLAS blocked layout (kernel_interface)."""
+    return ((r // 128) * rest_k + (j // 4)) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + j % 4
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("mn,kk", [(1, 256), (200, 512), (384, 1536)], ids=["m1", "m200", "m384"])
+def test_tma_scale_layout_matches_the_blocked_layout(mn, kk):
+    """The layout the TMA descriptors are built from addresses the same bytes as the
+    host's blocked scale layout, for every scale the MMA reads."""
+    got = {}
+
+    @k.cute.jit
+    def trace():
+        layout = k.blockscaled_utils.tile_atom_to_shape_SF((mn, kk, 1), k.SM100_SF_VEC_SIZE)
+        for r in sorted({0, 1, 31, 32, 127, mn - 1}):
+            for kv in sorted({0, 15, 16, 63, 64, kk - 1}):
+                got[(r, kv)] = layout((r, kv, 0))
+
+    trace()
+    rest_k = -(-kk // 64)
+    for (r, kv), off in got.items():
+        assert off == _blocked_scale_offset(r, kv // 16, rest_k), (r, kv)
