@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import warnings
 import weakref
@@ -527,18 +528,42 @@ def device_ptr(t: torch.Tensor, dtype, align: int = 16):
     return make_ptr(dtype, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
 
 
-_streams: dict[int, Any] = {}
+def bind_launch(fn, args: tuple, device_index: int) -> Callable[[], None]:
+    """A zero-argument launcher of compiled kernel `fn` with fixed `args`, on torch's current
+    stream of the device.
+
+    The DSL's call path converts every argument to C pointers in a Python loop on each
+    call; where the compiled function exposes that step (generate_execution_args /
+    run_compiled_program), it runs once per stream here and each call only launches.
+    """
+    bound: dict[int, tuple] = {}
+    split = hasattr(fn, "generate_execution_args") and hasattr(fn, "run_compiled_program")
+
+    def bind(raw: int) -> tuple:
+        if len(bound) > 8:
+            bound.clear()
+        full = (*args, cuda.CUstream(raw))
+        if split:
+            exe_args, keep_alive = fn.generate_execution_args(*full)
+            entry = (functools.partial(fn.run_compiled_program, exe_args), exe_args, keep_alive, full)
+        else:
+            entry = (functools.partial(fn, *full), full)
+        bound[raw] = entry
+        return entry
+
+    def launch() -> None:
+        raw = torch._C._cuda_getCurrentRawStream(device_index)
+        entry = bound.get(raw)
+        if entry is None:
+            entry = bind(raw)
+        entry[0]()
+
+    return launch
 
 
 def current_stream(device_index: int):
-    """torch's current stream on a device as the DSL's CUstream (wrappers cached)."""
-    raw = torch._C._cuda_getCurrentRawStream(device_index)
-    stream = _streams.get(raw)
-    if stream is None:
-        if len(_streams) > 64:
-            _streams.clear()
-        stream = _streams[raw] = cuda.CUstream(raw)
-    return stream
+    """torch's current stream on a device as the DSL's CUstream."""
+    return cuda.CUstream(torch._C._cuda_getCurrentRawStream(device_index))
 
 
 # ======================================================================================
@@ -1892,8 +1917,7 @@ def compile_sm100(config: Sm100Config, num_groups: int) -> CompiledKernels:
             device_ptr(sizes, cutlass.Int32), device_ptr(schedule, cutlass.Int32),
             device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(num_tiles), Int32(grid),
         )
-        index = sizes.device.index
-        return lambda: gemm_fn(*args, current_stream(index))
+        return bind_launch(gemm_fn, args, sizes.device.index)
 
     return CompiledKernels(init, prepare, {"smem_bytes": kernel.shared_storage.size_in_bytes()})
 
@@ -2546,8 +2570,7 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(schedule, cutlass.Int32), device_ptr(tensormaps, cutlass.Int64, 128),
             Int32(num_tiles), Int32(grid),
         )
-        index = sizes.device.index
-        return lambda: gemm_fn(*args, current_stream(index))
+        return bind_launch(gemm_fn, args, sizes.device.index)
 
     return CompiledKernels(init, prepare)
 
