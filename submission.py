@@ -1077,6 +1077,27 @@ class Sm100BlockScaledGroupedGemm:
         tensors = (tma_tensor_a, tma_tensor_b, tma_tensor_sfa, tma_tensor_sfb, tma_tensor_c)
         return atoms, tensors
 
+    def _launch_setup(self, sizes_ptr, tensormaps_ptr, num_groups: int):
+        """What both launches share: the MMAs, smem layouts, the metadata views and TMA atoms
+        built from placeholder tensors. Only the atoms' layout structure matters (it fixes
+        the TMA partitions); real addresses and extents live in the per-group descriptors."""
+        tiled_mma, tiled_mma_sfb = self._make_tiled_mmas()
+        self._setup_attributes(tiled_mma, tiled_mma_sfb)
+        # (G, 4) M, N, K, L
+        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((num_groups, 4), stride=(4, 1)))
+        # (G, SM100_NUM_DESC, 16)
+        mDesc = cute.make_tensor(
+            tensormaps_ptr,
+            cute.make_layout((num_groups, SM100_NUM_DESC, 16), stride=(SM100_NUM_DESC * 16, 16, 1)),
+        )
+        placeholder = cutlass.Int32(SM100_TILE_K)
+        zero = cutlass.Int64(0)
+        tensors = self._make_group_tensors(
+            zero, zero, zero, zero, zero, placeholder, placeholder, placeholder
+        )
+        atoms, tma_tensors = self._make_tma_atoms(tiled_mma, tiled_mma_sfb, *tensors)
+        return tiled_mma, tiled_mma_sfb, mSizes, mDesc, atoms, tma_tensors
+
     # ----------------------------------------------------------------- descriptor init
     @cute.jit
     def init_descriptors(
@@ -1088,23 +1109,9 @@ class Sm100BlockScaledGroupedGemm:
         stream,
     ):
         """Write the 5 TMA descriptors of every group into `tensormaps` (G, 5, 16) int64."""
-        tiled_mma, tiled_mma_sfb = self._make_tiled_mmas()
-        self._setup_attributes(tiled_mma, tiled_mma_sfb)
-        # (G, 4) M, N, K, L
-        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((num_groups, 4), stride=(4, 1)))
+        _, _, mSizes, mDesc, atoms, _ = self._launch_setup(sizes_ptr, tensormaps_ptr, num_groups)
         # (G, 5) a, b, sfa, sfb, c
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((num_groups, 5), stride=(5, 1)))
-        # (G, SM100_NUM_DESC, 16)
-        mDesc = cute.make_tensor(
-            tensormaps_ptr,
-            cute.make_layout((num_groups, SM100_NUM_DESC, 16), stride=(SM100_NUM_DESC * 16, 16, 1)),
-        )
-        placeholder = cutlass.Int32(SM100_TILE_K)
-        zero = cutlass.Int64(0)
-        tensors = self._make_group_tensors(
-            zero, zero, zero, zero, zero, placeholder, placeholder, placeholder
-        )
-        atoms, _ = self._make_tma_atoms(tiled_mma, tiled_mma_sfb, *tensors)
 
         @cute.struct
         class InitStorage:
@@ -1163,25 +1170,11 @@ class Sm100BlockScaledGroupedGemm:
         stream,
     ):
         """Launch the persistent GEMM on `num_ctas` CTAs (a multiple of cta_group)."""
-        tiled_mma, tiled_mma_sfb = self._make_tiled_mmas()
-        self._setup_attributes(tiled_mma, tiled_mma_sfb)
-        # (G, 4) M, N, K, L
-        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((num_groups, 4), stride=(4, 1)))
+        tiled_mma, tiled_mma_sfb, mSizes, mDesc, atoms, tma_tensors = self._launch_setup(
+            sizes_ptr, tensormaps_ptr, num_groups
+        )
         # (T, 3) group, tile_m_idx, tile_n_idx
         mSched = cute.make_tensor(schedule_ptr, cute.make_layout((num_tiles, 3), stride=(3, 1)))
-        # (G, SM100_NUM_DESC, 16)
-        mDesc = cute.make_tensor(
-            tensormaps_ptr,
-            cute.make_layout((num_groups, SM100_NUM_DESC, 16), stride=(SM100_NUM_DESC * 16, 16, 1)),
-        )
-        # Placeholder tensors: only their layout structure matters (coordinates for the TMA
-        # partitions); the real addresses and extents live in the per-group descriptors.
-        placeholder = cutlass.Int32(SM100_TILE_K)
-        zero = cutlass.Int64(0)
-        tensors = self._make_group_tensors(
-            zero, zero, zero, zero, zero, placeholder, placeholder, placeholder
-        )
-        atoms, tma_tensors = self._make_tma_atoms(tiled_mma, tiled_mma_sfb, *tensors)
         self.num_tma_load_bytes = sm100_tma_bytes_per_stage(self.cfg)
 
         @cute.struct
