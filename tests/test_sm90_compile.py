@@ -1,0 +1,78 @@
+"""Compile-only checks of the sm_90a kernel in submission.py on the CPU (no GPU needed)."""
+
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import submission as S  # noqa: E402
+
+pytestmark = pytest.mark.compile
+
+
+def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
+    # Own process: the DSL reads CUTE_DSL_* when it is first imported.
+    code = f"import submission as S\nS.compile_sm90(S.Sm90Config(**{cfg_kwargs!r}), {num_groups})\n"
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
+    ptx = [p for p in glob.glob(str(tmp_path / "*.ptx")) if "__call__" in p]
+    assert len(ptx) == 1, ptx
+    return Path(ptx[0]).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", [{}, {"tile_n": 64}], ids=["default", "tile_n64"])
+def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
+    ptx = _compile_and_dump(tmp_path, cfg)
+    assert "wgmma.mma_async" in ptx
+    assert "cp.async.bulk.tensor.2d" in ptx  # TMA loads of the packed FP4 bytes
+    assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scale conversion
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.slow
+def test_sm90_registers(tmp_path):
+    ptxas = "/usr/local/bin/ptxas"
+    if not os.path.exists(ptxas):
+        pytest.skip("ptxas not found at /usr/local/bin/ptxas")
+    src = tmp_path / "k.ptx"
+    src.write_text(_compile_and_dump(tmp_path, {}))
+    out = subprocess.run(
+        [ptxas, "-v", "-arch=sm_90a", str(src), "-o", str(tmp_path / "k.cubin")],
+        capture_output=True, text=True, check=True,
+    ).stderr
+    print(out)
+    assert "Used" in out and "registers" in out
+
+
+def test_compile_cache_one_entry_per_config_and_group_count(monkeypatch):
+    calls = []
+    monkeypatch.setattr(S.cute, "compile", lambda fn, *a, **k: calls.append(fn) or object())
+    runner = S.GroupedGemmRunner(S.sm90_backend(), num_sms=132)
+
+    def get(cfg, groups):
+        return runner.compiled.get_or_create((cfg, groups), lambda: S.compile_sm90(cfg, groups))
+
+    a = get(S.Sm90Config(), 2)
+    assert get(S.Sm90Config(), 2) is a
+    get(S.Sm90Config(tile_n=64), 2)
+    get(S.Sm90Config(), 3)
+    assert len(runner.compiled) == 3 and len(calls) == 6  # init + GEMM per entry
+
+
+def test_host_functions_and_legality():
+    cfg = S.Sm90Config()
+    assert S.sm90_smem_bytes(cfg) <= 228 * 1024 // cfg.ctas_per_sm
+    assert S.sm90_config_is_legal(cfg)
+    assert not S.sm90_config_is_legal(S.Sm90Config(stages=3))  # 2 CTAs/SM do not fit 3 stages
+    assert not S.sm90_config_is_legal(S.Sm90Config(tile_m=96))
+    assert S.sm90_can_implement(cfg, [(1, 7168, 256, 1), (129, 128, 512, 1)]) == (True, "")
+    ok, reason = S.sm90_can_implement(cfg, [(8, 128, 320, 1)])
+    assert not ok and "multiple of 256" in reason
+    assert S.choose_sm90_config([(80, 4096, 7168, 1)]) == cfg
