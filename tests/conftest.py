@@ -1,6 +1,5 @@
 """Shared test setup: the project root on sys.path, hardware markers, small cases."""
 
-import os
 import sys
 from pathlib import Path
 

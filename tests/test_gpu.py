@@ -9,11 +9,11 @@ import warnings
 
 import pytest
 import torch
+from cases import Case, task_cases
+from conftest import requires_cuda, requires_sm100
 
 import reference
 import submission
-from cases import Case, task_cases
-from conftest import requires_cuda, requires_sm100
 from utils import verbose_allclose
 
 pytestmark = [pytest.mark.gpu, requires_cuda]

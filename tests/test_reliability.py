@@ -6,9 +6,9 @@ import warnings
 
 import pytest
 import torch
+from cases import ROOT
 
 import submission
-from cases import ROOT
 
 
 @pytest.fixture
