@@ -23,6 +23,8 @@ if [ "$part" = part1 ]; then
   python3 tools/soak.py --calls 10000 --json "$OUT/soak.json" >>"$LOG" 2>&1; echo "soak rc=$?" | tee -a "$LOG"
   python3 -c "import json; r = json.load(open('$OUT/soak.json')); print({k: r[k] for k in ('seconds', 'checks', 'check_failures', 'host_python_bytes_growth', 'device_bytes_growth', 'max_rss_mib_start', 'max_rss_mib_end', 'cache_sizes')})" | tee -a "$LOG"
 else
+  step "host overhead breakdown"
+  python3 tools/host_overhead.py --calls 1000 --breakdown --json "$OUT/host_overhead.json" 2>&1 | tee -a "$LOG" | tail -9
   step "compute-sanitizer"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 python3 eval.py test \

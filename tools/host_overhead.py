@@ -71,10 +71,37 @@ def measure(data, calls: int) -> dict:
     }
 
 
+def breakdown(data, calls: int) -> dict:
+    """Median CPU time of the fast path's pieces: building the call key, the cache lookup,
+    and the bound kernel launch alone (GPU drained between samples)."""
+    submission.custom_kernel(data)
+    runner = submission._last_runner
+    key = runner.call_key(data)
+    entry = runner.calls.get(key)
+    pieces = {
+        "call_key": lambda: runner.call_key(data),
+        "cache_get": lambda: runner.calls.get(key),
+        "launch": entry.table.launch,
+        "custom_kernel": lambda: submission.custom_kernel(data),
+    }
+    out = {}
+    for name, fn in pieces.items():
+        samples = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e6)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        out[name] = statistics.median(samples)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--json")
+    parser.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
     args = parser.parse_args()
     stubbed = not torch.cuda.is_available()
     if stubbed:
@@ -84,8 +111,12 @@ def main() -> int:
         data = reference.generate_input(**case.args())
         r = measure(data, args.calls)
         r["case"] = f"G={case.g} N={case.n[0]} K={case.k[0]}"
+        if args.breakdown:
+            r["breakdown_us"] = breakdown(data, args.calls)
         results.append(r)
         extra = "" if stubbed else f", device bytes allocated: {r['device_bytes_allocated_during']}"
+        if args.breakdown:
+            print("   pieces (median us):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
         print(f"{r['case']:<22} host time per call: median {r['median_us']:.2f} us (p10 {r['p10_us']:.2f}, p90 {r['p90_us']:.2f}){extra}")
     where = "launch stubbed (no GPU)" if stubbed else f"{torch.cuda.get_device_name()}, path {submission.select_path(torch.device('cuda'))}"
     print(f"({where}; {args.calls} calls, each timed alone)")
