@@ -701,14 +701,16 @@ def benchmark_report(results: list[dict], ceiling: dict) -> dict:
     return {"text": "\n".join(lines), "headers": headers, "rows": rows, "summary": summary}
 
 
-def write_report(out_dir: Path, results: list[dict], ceiling: dict, report: dict) -> None:
+def write_report(out_dir: Path, results: list[dict], ceiling: dict, report: dict, machine: str | None = None) -> None:
     """benchmark.md (the table) and benchmark.png (time vs roofline and SOL per shape)."""
+    machine = machine or _machine_line()
     out_dir.mkdir(parents=True, exist_ok=True)
-    md = [f"# nvfp4_group_gemm benchmark\n\nMachine: {_machine_line()}\n"]
+    md = [f"# nvfp4_group_gemm benchmark\n\nMachine: {machine}\n"]
     md.append("| " + " | ".join(report["headers"]) + " |")
     md.append("|" + "---|" * len(report["headers"]))
     md += ["| " + " | ".join(r) + " |" for r in report["rows"]]
-    md.append("\n" + report["text"].split("\n", 2)[-1] if "\n" in report["text"] else "")
+    summary = [line for line in report["text"].splitlines() if line.startswith(("geometric", "B200", "roofline"))]
+    md += [""] + summary
     (out_dir / "benchmark.md").write_text("\n".join(md) + "\n")
 
     import matplotlib
@@ -730,7 +732,7 @@ def write_report(out_dir: Path, results: list[dict], ceiling: dict, report: dict
     ax.set_ylabel("time per call (us, log scale)")
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels, fontsize=8)
-    ax.set_title(f"nvfp4 grouped GEMM on {_machine_line()}", fontsize=10)
+    ax.set_title(f"nvfp4 grouped GEMM on {machine}", fontsize=10)
     for i, r in enumerate(ok):
         ax.annotate(f"{r['mean'] / 1e3:.1f}", (i - width, r["mean"] / 1e3), ha="center", va="bottom", fontsize=8)
     ax.legend(fontsize=8)

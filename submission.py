@@ -2494,6 +2494,10 @@ class Sm90Fp4GroupedGemm:
                                      sSFA0 + s * self.sf_stage_bytes, row_a % 128,
                                      dT0 + half * dT_half, half)
                     if half == 1:
+                        # one lane per warp arrives on the stage's empty barrier; the warp
+                        # barrier first orders every lane's reads of the packed stage before
+                        # that arrive, so the next TMA cannot overwrite bytes still being read
+                        cute.arch.sync_warp()
                         ab_pipeline.consumer_release(state)
                     # decoded fp16 was written by the generic proxy; wgmma reads via async proxy
                     cute.arch.fence_proxy("async.shared", space="cta")

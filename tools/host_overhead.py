@@ -47,26 +47,38 @@ def install_stub() -> None:
 
 
 def measure(data, calls: int) -> dict:
-    """CPU time from entry to return of each call. The GPU is drained between calls (outside
-    the timed region), so a full launch queue never blocks the launch being timed."""
+    """CPU time per call with warm caches, two ways.
+
+    back_to_back_us: calls issued back to back, as the leaderboard issues its 15 (total
+    host time / calls); meaningful when the kernels are shorter than the host work, so the
+    launch queue never fills and blocks (use small problems of the same group count).
+    isolated_us: each call timed alone with the GPU drained in between (outside the timed
+    region); an upper bound that includes cold caches and the timer itself.
+    """
     cuda = torch.cuda.is_available()
     for _ in range(20):
         submission.custom_kernel(data)
     if cuda:
         torch.cuda.synchronize()
     allocated = torch.cuda.memory_allocated() if cuda else 0
+    batches = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            submission.custom_kernel(data)
+        batches.append((time.perf_counter() - t0) / calls * 1e6)
+        if cuda:
+            torch.cuda.synchronize()
     samples = []
-    for _ in range(calls):
+    for _ in range(min(calls, 500)):
         t0 = time.perf_counter()
         submission.custom_kernel(data)
         samples.append((time.perf_counter() - t0) * 1e6)
         if cuda:
             torch.cuda.synchronize()
-    samples.sort()
     return {
-        "median_us": statistics.median(samples),
-        "p10_us": samples[len(samples) // 10],
-        "p90_us": samples[len(samples) * 9 // 10],
+        "back_to_back_us": statistics.median(batches),
+        "isolated_us": statistics.median(samples),
         "device_bytes_allocated_during": (torch.cuda.memory_allocated() - allocated) if cuda else 0,
     }
 
@@ -107,19 +119,22 @@ def main() -> int:
     if stubbed:
         install_stub()
     results = []
-    for case in task_cases("benchmarks"):
-        data = reference.generate_input(**case.args())
+    cases = [(f"G={c.g} N={c.n[0]} K={c.k[0]}", c.args()) for c in task_cases("benchmarks")]
+    # Same group counts on small problems: kernels shorter than the host work.
+    cases += [(f"G={g} small (M=64 N=128 K=256)", {"m": (64,) * g, "n": (128,) * g, "k": (256,) * g, "g": g, "seed": 1}) for g in (8, 2)]
+    for name, case_args in cases:
+        data = reference.generate_input(**case_args)
         r = measure(data, args.calls)
-        r["case"] = f"G={case.g} N={case.n[0]} K={case.k[0]}"
+        r["case"] = name
         if args.breakdown:
             r["breakdown_us"] = breakdown(data, args.calls)
         results.append(r)
         extra = "" if stubbed else f", device bytes allocated: {r['device_bytes_allocated_during']}"
         if args.breakdown:
             print("   pieces (median us):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
-        print(f"{r['case']:<22} host time per call: median {r['median_us']:.2f} us (p10 {r['p10_us']:.2f}, p90 {r['p90_us']:.2f}){extra}")
+        print(f"{r['case']:<32} host us per call: back to back {r['back_to_back_us']:.2f}, isolated {r['isolated_us']:.2f}{extra}")
     where = "launch stubbed (no GPU)" if stubbed else f"{torch.cuda.get_device_name()}, path {submission.select_path(torch.device('cuda'))}"
-    print(f"({where}; {args.calls} calls, each timed alone)")
+    print(f"({where}; medians of 5 x {args.calls} back-to-back calls and of single calls)")
     if args.json:
         Path(args.json).write_text(json.dumps({"where": where, "results": results}, indent=2))
     return 0
