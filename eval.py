@@ -599,7 +599,9 @@ def human_tests(pool, tests: list[TestCase]) -> int:
         failed += not r["ok"]
         w = r["worst"]
         worst = "-"
-        if w and w["group"] is not None:
+        if w and w["group"] is not None and w["ratio"] == 0:
+            worst = "0 (bit-identical to the reference)"
+        elif w and w["group"] is not None:
             worst = f"{w['ratio']:.3f}x tol at g{w['group']}{list(w['index'])}: {w['got']:.4g} vs {w['expected']:.4g}"
         rows.append([str(i), _short_spec(test.args), "pass" if r["ok"] else "FAIL", worst, f"{r['seconds'] * 1e3:.1f}"])
         if not r["ok"]:
