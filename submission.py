@@ -764,19 +764,6 @@ def sm100_grid_ctas(cfg: Sm100Config, num_tiles: int, num_sms: int) -> int:
     return max(1, clusters) * cfg.cta_group
 
 
-def sm100_schedule_rows(cfg: Sm100Config, problem_sizes: Sequence[Sequence[int]]) -> list:
-    """A static schedule for `cfg`: rows (group, tile_m_idx, tile_n_idx), in launch order.
-
-    Row t runs on cluster t % clusters in wave t // clusters, so neighbouring rows run at
-    the same time. Groups go by descending M (the longest tiles start first), and the M
-    tiles that share one N tile of b (the large weight operand) are adjacent, so b is read
-    from DRAM once and hit in L2 by the other M tiles.
-    """
-    order = sorted(range(len(problem_sizes)), key=lambda g: -problem_sizes[g][0])
-    tiles = sm100_tiles_per_group(cfg, problem_sizes)
-    return [(g, i, j) for g in order for j in range(tiles[g][1]) for i in range(tiles[g][0])]
-
-
 def sm100_problem_signature(problem_sizes: Sequence[Sequence[int]]) -> tuple:
     """Normalized key of a problem: the (M, N, K) of each group, in order."""
     return tuple((int(m), int(n), int(k)) for m, n, k, *_ in problem_sizes)
@@ -1854,7 +1841,10 @@ class Sm100BlockScaledGroupedGemm:
                 cute.arch.barrier(
                     barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
                 )
-            # the accumulator stage is free once every epilogue warp has read it
+            # the accumulator stage is free once every epilogue warp has read it; tcgen05.ld
+            # is asynchronous, so wait::ld must retire this warp's TMEM reads before the
+            # MMA warp may overwrite the stage
+            cute.arch.fence_view_async_tmem_load()
             with cute.arch.elect_one():
                 acc_pipeline.consumer_release(acc_state)
             acc_state.advance()

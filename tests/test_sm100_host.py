@@ -135,14 +135,13 @@ def test_tiles_per_group(case):
     assert k.sm100_num_tiles(case.cfg, case.sizes) == sum(a * b for a, b in case.tiles)
 
 
-def test_schedule_rows_cover_every_tile_once_in_order():
+def test_runner_schedule_uses_the_cluster_tile():
+    """The shared schedule, cut with the config's tile shape, has one row per cluster tile."""
     cfg = k.make_sm100_config(128, 256, True, 2)
     sizes = [(80, 512, 256, 1), (248, 512, 256, 1), (1, 256, 256, 1)]
-    rows = k.sm100_schedule_rows(cfg, sizes)
+    rows = k.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     assert len(rows) == len(set(rows)) == k.sm100_num_tiles(cfg, sizes)
-    # the largest M first; M tiles of one N tile adjacent
-    assert rows[:4] == [(1, 0, 0), (1, 1, 0), (1, 0, 1), (1, 1, 1)]
-    assert rows[-1] == (2, 0, 0)
+    assert rows[0][0] == 1 and rows[-1] == (2, 0, 0)  # the 248-row group first, M = 1 last
 
 
 def test_grid_is_persistent_and_cluster_aligned():
