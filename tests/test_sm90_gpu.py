@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from cases import Case as BaseCase
+from cases import task_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -43,35 +45,14 @@ def exact_reference(a, b, sfa, sfb):
 
 
 @dataclass(frozen=True)
-class Case:
-    id: str
-    m: tuple
-    n: tuple
-    k: tuple
-    seed: int = 1111
+class Case(BaseCase):
     full_range: bool = False  # random bytes: every E2M1 code, not only the leaderboard's
     poison: bool = False  # 0xFF (NaN) in the scale padding rows
 
 
-TASK_TESTS = [
-    ((96, 128), (128, 256), (256, 512)), ((256, 72), (512, 384), (256, 256)),
-    ((128, 128), (128, 256), (512, 256)), ((80, 128, 256), (384, 256, 128), (256, 512, 256)),
-    ((64, 72, 96), (128, 384, 512), (512, 512, 256)),
-    ((64, 256, 128), (768, 128, 256), (512, 256, 512)),
-    ((128, 128, 64), (256, 512, 512), (768, 256, 768)),
-    ((128,) * 4, (128,) * 4, (512, 256, 512, 256)),
-    ((40, 56, 384, 512), (512, 384, 256, 128), (256,) * 4),
-    ((512, 384, 256, 128), (256,) * 4, (512, 768, 512, 768)),
-]
-BENCH = [
-    ((80, 176, 128, 72, 64, 248, 96, 160), (4096,) * 8, (7168,) * 8),
-    ((40, 76, 168, 72, 164, 148, 196, 160), (7168,) * 8, (2048,) * 8),
-    ((192, 320), (3072,) * 2, (4096,) * 2),
-    ((128, 384), (4096,) * 2, (1536,) * 2),
-]
 CASES = (
-    [Case(f"task{i}", *t) for i, t in enumerate(TASK_TESTS)]
-    + [Case(f"bench{i}-s{s}", *t, seed=s) for i, t in enumerate(BENCH) for s in (1153, 7)]
+    [Case(c.id, c.m, c.n, c.k) for c in task_cases("tests")]
+    + [Case(f"{c.id}-s{s}", c.m, c.n, c.k, seed=s) for c in task_cases("benchmarks") for s in (1153, 7)]
     + [
         Case("m1", (1,), (128,), (256,)),
         Case("m7-n7168", (7,), (7168,), (256,), full_range=True),
@@ -79,7 +60,7 @@ CASES = (
         Case("m1000-k7168", (1000,), (384,), (7168,), full_range=True, poison=True),
         Case("mixed", (1, 7, 129, 1000), (128, 200, 7168, 1000), (256, 1024, 512, 256)),
         Case("g16", (33,) * 16, (136,) * 16, (256,) * 16, poison=True),
-        Case("bench1-full", *BENCH[1], seed=9, full_range=True),
+        Case("bench1-full", (40, 76, 168, 72, 164, 148, 196, 160), (7168,) * 8, (2048,) * 8, seed=9, full_range=True),
     ]
 )
 
