@@ -2698,7 +2698,10 @@ def custom_kernel(data: input_t) -> output_t:
         if out is not None:
             return out
         if path == "sm100" and problem.kernel_layout:
-            return run_scaled_mm(data, problem)
+            try:
+                return run_scaled_mm(data, problem)
+            except RuntimeError as e:  # cuBLAS FP4 has shape limits of its own
+                warn_once(f"torch._scaled_mm cannot take this call ({e}); running the exact torch path")
     elif path != "torch":
         warn_once(f"the {path} kernel is not built into this file; running the exact torch path")
     return run_torch_exact(data, problem)

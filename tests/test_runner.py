@@ -218,3 +218,24 @@ def test_persistent_grid(tiles, sms, per, expected):
 def test_persistent_grid_two_ctas_per_sm():
     assert submission.persistent_grid(1000, 132, ctas_per_sm=2) == 264
     assert submission.persistent_grid(100, 132, ctas_per_sm=2) == 100
+
+
+def test_sm100_fallback_chain_ends_in_the_exact_path(stub, monkeypatch):
+    """On sm100, a shape the kernel cannot take goes to torch._scaled_mm; if cuBLAS refuses
+    it too, the exact path computes it. One warning per reason."""
+    stub.can = False
+    monkeypatch.setattr(submission, "select_path", lambda device: "sm100")
+    monkeypatch.setitem(submission._BACKENDS, "sm100", stub.backend)
+
+    def refuse(data, problem):
+        raise RuntimeError("Expected K divisible by 32")
+
+    monkeypatch.setattr(submission, "run_scaled_mm", refuse)
+    submission._warned.clear()
+    data = _data(14)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = submission.custom_kernel(data)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2 and "stub says no" in messages[0] and "_scaled_mm cannot take" in messages[1]
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
