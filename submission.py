@@ -1509,22 +1509,20 @@ class Sm100BlockScaledGroupedGemm:
         while t < num_tiles:
             group, tile_mma_m, tile_mma_n = self._mma_tile_coord(mSched, t)
             k_tiles = mSizes[(group, 2)] // SM100_TILE_K
-            desc_a = manager.get_tensormap_ptr(mDesc[(group, SM100_DESC_A, None)].iterator)
-            desc_b = manager.get_tensormap_ptr(mDesc[(group, SM100_DESC_B, None)].iterator)
-            desc_sfa = manager.get_tensormap_ptr(mDesc[(group, SM100_DESC_SFA, None)].iterator)
-            desc_sfb = manager.get_tensormap_ptr(mDesc[(group, SM100_DESC_SFB, None)].iterator)
+            # per operand stream: TMA atom, this tile's gmem slices ((atom_v, rest_v), RestK),
+            # smem stages ((atom_v, rest_v), STAGE), multicast mask, group descriptor
+            streams = (
+                (tma_atom_a, tAgA[(None, tile_mma_m, None, 0)], tAsA, a_mcast_mask, SM100_DESC_A),
+                (tma_atom_b, tBgB[(None, tile_mma_n, None, 0)], tBsB, b_mcast_mask, SM100_DESC_B),
+                (tma_atom_sfa, tAgSFA[(None, tile_mma_m, None, 0)], tAsSFA, sfa_mcast_mask, SM100_DESC_SFA),
+                (tma_atom_sfb, tBgSFB[(None, tile_mma_n, None, 0)], tBsSFB, sfb_mcast_mask, SM100_DESC_SFB),
+            )
+            descs = [manager.get_tensormap_ptr(mDesc[(group, d, None)].iterator) for *_, d in streams]
             if group != last_group:
                 # descriptors were written through the generic proxy by the init kernel
-                cpasync.fence_tma_desc_acquire(desc_a)
-                cpasync.fence_tma_desc_acquire(desc_b)
-                cpasync.fence_tma_desc_acquire(desc_sfa)
-                cpasync.fence_tma_desc_acquire(desc_sfb)
+                for desc in descs:
+                    cpasync.fence_tma_desc_acquire(desc)
             last_group = group
-            # ((atom_v, rest_v), RestK)
-            tAgA_t = tAgA[(None, tile_mma_m, None, 0)]
-            tBgB_t = tBgB[(None, tile_mma_n, None, 0)]
-            tAgSFA_t = tAgSFA[(None, tile_mma_m, None, 0)]
-            tBgSFB_t = tBgSFB[(None, tile_mma_n, None, 0)]
 
             producer_state.reset_count()
             peek_empty = cutlass.Boolean(1)
@@ -1535,38 +1533,15 @@ class Sm100BlockScaledGroupedGemm:
                 full_bar = ab_pipeline.producer_get_barrier(producer_state)
                 k = producer_state.count
                 s = producer_state.index
-                cute.copy(
-                    tma_atom_a,
-                    tAgA_t[(None, k)],
-                    tAsA[(None, s)],
-                    tma_bar_ptr=full_bar,
-                    mcast_mask=a_mcast_mask,
-                    tma_desc_ptr=manager.get_tensormap_ptr(desc_a, cute.AddressSpace.generic),
-                )
-                cute.copy(
-                    tma_atom_b,
-                    tBgB_t[(None, k)],
-                    tBsB[(None, s)],
-                    tma_bar_ptr=full_bar,
-                    mcast_mask=b_mcast_mask,
-                    tma_desc_ptr=manager.get_tensormap_ptr(desc_b, cute.AddressSpace.generic),
-                )
-                cute.copy(
-                    tma_atom_sfa,
-                    tAgSFA_t[(None, k)],
-                    tAsSFA[(None, s)],
-                    tma_bar_ptr=full_bar,
-                    mcast_mask=sfa_mcast_mask,
-                    tma_desc_ptr=manager.get_tensormap_ptr(desc_sfa, cute.AddressSpace.generic),
-                )
-                cute.copy(
-                    tma_atom_sfb,
-                    tBgSFB_t[(None, k)],
-                    tBsSFB[(None, s)],
-                    tma_bar_ptr=full_bar,
-                    mcast_mask=sfb_mcast_mask,
-                    tma_desc_ptr=manager.get_tensormap_ptr(desc_sfb, cute.AddressSpace.generic),
-                )
+                for (atom, gTile, sStages, mask, _), desc in zip(streams, descs):
+                    cute.copy(
+                        atom,
+                        gTile[(None, k)],
+                        sStages[(None, s)],
+                        tma_bar_ptr=full_bar,
+                        mcast_mask=mask,
+                        tma_desc_ptr=manager.get_tensormap_ptr(desc, cute.AddressSpace.generic),
+                    )
                 producer_state.advance()
                 peek_empty = cutlass.Boolean(1)
                 if producer_state.count < k_tiles:
