@@ -31,6 +31,7 @@ Layout of this file:
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import enum
 import functools
@@ -336,6 +337,38 @@ class LruCache:
         return key in self._data
 
 
+class CallCache(LruCache):
+    """The LRU cache of calls seen before, built for the fast path: one tuple hash per
+    lookup. Python does not cache a tuple's hash, and OrderedDict.get + move_to_end would
+    hash a 40-element key twice, so entries are filed under the key's hash and keep the key
+    itself; a lookup is one hash, one int-keyed probe and one tuple comparison. Two keys
+    with the same hash simply replace each other."""
+
+    def get(self, key):
+        h = hash(key)
+        entry = self._data.get(h)
+        if entry is None or entry.key != key:
+            self.misses += 1
+            return None
+        self._data.move_to_end(h)
+        self.hits += 1
+        return entry
+
+    def put(self, key, entry) -> None:
+        entry.key = key
+        super().put(hash(key), entry)
+
+    def pop(self, key) -> None:
+        h = hash(key)
+        entry = self._data.get(h)
+        if entry is not None and entry.key == key:
+            del self._data[h]
+
+    def __contains__(self, key) -> bool:
+        entry = self._data.get(hash(key))
+        return entry is not None and entry.key == key
+
+
 # ======================================================================================
 # 5. Kernel runner: the host wrapper both kernels share
 # ======================================================================================
@@ -398,6 +431,7 @@ class CallEntry:
     table: PointerTable
     outputs: list
     refs: list
+    key: tuple = ()
 
 
 def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
@@ -428,20 +462,27 @@ class GroupedGemmRunner:
         self.compiled = LruCache(16)
         self.schedules = LruCache(maxsize)
         self.pointers = LruCache(maxsize)
-        self.calls = LruCache(maxsize)
+        self.calls = CallCache(maxsize)
 
     @staticmethod
     def call_key(data) -> tuple | None:
+        """ids of every tensor the kernel touches, then the sizes: one flat tuple."""
         abc, _, sfr, sizes = data
+        key = (*map(id, chain(*abc, *sfr)), *sizes)
         try:
-            return (tuple(map(id, chain(*abc, *sfr))), tuple(sizes))
-        except TypeError:  # unhashable sizes (lists): no fast path for this call
+            hash(key)
+        except TypeError:  # sizes given as lists: no fast path for this call
             return None
+        return key
 
     def run_cached(self, data):
-        """The launch for a call seen before, or None."""
-        key = self.call_key(data)
-        entry = self.calls.get(key) if key is not None else None
+        """The launch for a call seen before, or None. The key is built inline (as in
+        call_key) so that it is hashed once."""
+        abc, _, sfr, sizes = data
+        try:
+            entry = self.calls.get((*map(id, chain(*abc, *sfr)), *sizes))
+        except TypeError:  # sizes given as lists
+            return None
         if entry is None:
             return None
         entry.table.launch()
@@ -532,31 +573,62 @@ def bind_launch(fn, args: tuple, device_index: int) -> Callable[[], None]:
     """A zero-argument launcher of compiled kernel `fn` with fixed `args`, on torch's current
     stream of the device.
 
-    The DSL's call path converts every argument to C pointers in a Python loop on each
-    call; where the compiled function exposes that step (generate_execution_args /
-    run_compiled_program), it runs once per stream here and each call only launches.
+    The DSL's call path converts every argument to C pointers and packs them into a ctypes
+    array in a Python loop on each call. Here that is done once per stream: the first launch
+    goes through the DSL (which loads the module and creates its executor), later ones call
+    the executor's C entry point on the packed array kept from then (direct_launcher).
     """
-    bound: dict[int, tuple] = {}
-    split = hasattr(fn, "generate_execution_args") and hasattr(fn, "run_compiled_program")
+    bound: dict[int, Callable[[], None]] = {}
+    keep: dict[int, tuple] = {}
 
-    def bind(raw: int) -> tuple:
+    def first_launch(raw: int) -> None:
         if len(bound) > 8:
             bound.clear()
+            keep.clear()
         full = (*args, cuda.CUstream(raw))
-        if split:
-            exe_args, keep_alive = fn.generate_execution_args(*full)
-            entry = (functools.partial(fn.run_compiled_program, exe_args), exe_args, keep_alive, full)
-        else:
-            entry = (functools.partial(fn, *full), full)
-        bound[raw] = entry
-        return entry
+        if not hasattr(fn, "generate_execution_args"):
+            bound[raw] = functools.partial(fn, *full)
+            bound[raw]()
+            return
+        exe_args, keep_alive = fn.generate_execution_args(*full)
+        fn.run_compiled_program(exe_args)
+        direct = direct_launcher(fn, exe_args)
+        bound[raw] = direct or functools.partial(fn.run_compiled_program, exe_args)
+        keep[raw] = (exe_args, keep_alive, full)  # the C pointers point into these
 
     def launch() -> None:
         raw = torch._C._cuda_getCurrentRawStream(device_index)
-        entry = bound.get(raw)
-        if entry is None:
-            entry = bind(raw)
-        entry[0]()
+        fast = bound.get(raw)
+        if fast is None:
+            first_launch(raw)
+        else:
+            fast()
+
+    return launch
+
+
+def direct_launcher(fn, exe_args) -> Callable[[], None] | None:
+    """The DSL executor's own C entry point with a packed argument array of our own, or
+    None where this DSL version's executor is laid out differently (then the DSL's
+    run_compiled_program is used). Same call as the DSL makes, minus its per-call Python:
+    argument packing, the executor lock and the exception wrapping."""
+    executor = getattr(fn, "_default_executor", None)
+    try:
+        capi = executor.capi_func
+        result = executor.cuda_result
+        packed = executor._get_invoke_packed_args(exe_args)
+    except AttributeError:
+        return None
+    # a copy: the executor reuses its packed array for every call of this compiled function
+    own = (ctypes.c_void_p * len(packed))(*packed)
+
+    if result is None:
+        return functools.partial(capi, own)
+
+    def launch() -> None:
+        capi(own)
+        if result.value:
+            raise RuntimeError(f"CUDA error {result.value} launching {getattr(fn, '__name__', fn)}")
 
     return launch
 
