@@ -1969,13 +1969,13 @@ def sm100_backend() -> KernelBackend:
 # ======================================================================================
 # >>> sm90 kernel
 SM90_SMEM_CAPACITY = 227 * 1024  # bytes of dynamic smem one CTA may use on sm_90
-SM90_SMEM_PER_SM = 228 * 1024
 SM90_DESC_BYTES = 128
 SM90_NUM_DESC = 2  # per group: A (tokens), B (weights); scales use descriptor-free bulk copies
 SF_ATOM_BYTES = 512  # 128 rows x 4 scale columns
 SM90_PACKED_K_TILE = 128  # K elements per packed pipeline stage (64 bytes per row)
-SM90_DECODE_K = 64  # K elements per decoded half stage (one SW128 fp16 row)
-SM90_ACC_SCALE = float(2**28)  # undoes the 2^-14 of each decoded operand
+SM90_DECODE_K = 64  # K elements per decoded token buffer (one SW128 fp16 row)
+SM90_TOKEN_BUFFERS = 3  # decoded token K-tiles in flight: written at kt, read by wgmma until kt+2
+SM90_WEIGHT_ROWS_PER_WG = 64  # one wgmma M atom per consumer warpgroup
 
 
 # --------------------------------------------------------------------------------------------
@@ -1984,10 +1984,13 @@ SM90_ACC_SCALE = float(2**28)  # undoes the 2^-14 of each decoded operand
 @dataclass(frozen=True)
 class Sm90Config:
     tile_m: int = 128  # tokens per tile (wgmma N)
-    tile_n: int = 128  # weight rows per tile (wgmma M; 64 per wgmma atom)
-    stages: int = 2  # packed pipeline stages
-    ctas_per_sm: int = 2
+    tile_n: int = 128  # weight rows per tile (wgmma M): 64 per consumer warpgroup
+    stages: int = 4  # packed pipeline stages
     swap_ab: bool = True  # only the swap-AB mapping is implemented
+
+    @property
+    def consumer_wgs(self) -> int:
+        return self.tile_n // SM90_WEIGHT_ROWS_PER_WG
 
 
 def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
@@ -1996,30 +1999,31 @@ def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
 
 
 def sm90_decoded_bytes(cfg: Sm90Config) -> int:
-    """Two fp16 buffers of (rows x 64) for each operand."""
-    return 2 * (cfg.tile_m + cfg.tile_n) * SM90_DECODE_K * 2
+    """The decoded token buffers: SM90_TOKEN_BUFFERS K-tiles of (tile_m x 128) fp16. The
+    weights never go to smem decoded: they are decoded into wgmma's A registers."""
+    return SM90_TOKEN_BUFFERS * cfg.tile_m * SM90_PACKED_K_TILE * 2
 
 
 def sm90_smem_bytes(cfg: Sm90Config) -> int:
-    # + mbarriers and alignment slack (1 KB for the SW128 buffers)
-    return cfg.stages * sm90_packed_stage_bytes(cfg) + sm90_decoded_bytes(cfg) + 2048
+    # + mbarriers and alignment slack (1 KB for the swizzled buffers)
+    return cfg.stages * sm90_packed_stage_bytes(cfg) + sm90_decoded_bytes(cfg) + 3072
 
 
 def sm90_max_stages(cfg: Sm90Config) -> int:
-    budget = min(SM90_SMEM_CAPACITY, SM90_SMEM_PER_SM // cfg.ctas_per_sm - 1024)
-    return (budget - sm90_decoded_bytes(cfg) - 2048) // sm90_packed_stage_bytes(cfg)
+    return (SM90_SMEM_CAPACITY - sm90_decoded_bytes(cfg) - 3072) // sm90_packed_stage_bytes(cfg)
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    return cfg.tile_n in (64, 128) and cfg.tile_m in (32, 64, 128)
+    # tile_m: the token decode gives each of the 128 * consumer_wgs threads whole 32-byte units
+    return cfg.tile_n in (64, 128) and cfg.tile_m in (64, 128)
 
 
 def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
-    return 1 <= cfg.stages <= sm90_max_stages(cfg)
+    return 2 <= cfg.stages <= sm90_max_stages(cfg)
 
 
 def sm90_is_valid_mapping(cfg: Sm90Config) -> bool:
-    return cfg.swap_ab and cfg.ctas_per_sm in (1, 2)
+    return cfg.swap_ab
 
 
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
@@ -2035,104 +2039,120 @@ def sm90_is_valid_problem(problem_sizes) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Inline PTX helpers (all marked side-effecting so LLVM keeps them ordered with barriers)
+# FP4 decode: the K order inside a packed 16-byte chunk
+# --------------------------------------------------------------------------------------------
+# A 16-byte chunk q (0..3) of a 64-byte packed row holds K = 32q .. 32q+31 of the K-tile, two
+# 16-element scale blocks. decode_e2m1_word turns each of its 4 words into 4 f16x2 values, so
+# the chunk gives P[0..15], P[4*word + t] holding nibbles (a_t, b_t) of that word with
+# (a, b) = (0, 2), (4, 6), (1, 3), (5, 7). wgmma's A fragment for k-step s holds, per thread
+# (quad lane q), the f16x2 pairs at k = 2q and k = 2q + 8 of that step; the kernel feeds it
+# P[2s] and P[2s + 1]. So the logical K column of P[i] element e is
+#     16 * (i // 2) + 8 * (i % 2) + 2 * q + e,
+# a permutation of the tile's 128 K values. The tokens (wgmma B, from smem) are stored in the
+# same permuted order, so the dot products are unchanged.
+def sm90_logical_k(q: int, i: int, e: int) -> int:
+    return 16 * (i // 2) + 8 * (i % 2) + 2 * q + e
+
+
+def sm90_physical_k(q: int, i: int, e: int) -> int:
+    word, t = divmod(i, 4)
+    nib = ((0, 2), (4, 6), (1, 3), (5, 7))[t][e]
+    return 32 * q + 8 * word + nib
+
+
+# --------------------------------------------------------------------------------------------
+# Inline PTX helpers (side-effecting where they touch smem, so LLVM keeps them ordered)
 # --------------------------------------------------------------------------------------------
 def _v(x, loc, ip):
     return x.ir_value(loc=loc, ip=ip)
 
 
+def _asm_u32s(n, args, asm, constraints, side_effects, loc, ip):
+    ty = llvm.StructType.get_literal([Uint32.mlir_type] * n)
+    res = llvm.inline_asm(
+        ty, args, asm, constraints, has_side_effects=side_effects, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
+    )
+    return [Uint32(llvm.extractvalue(Uint32.mlir_type, res, [i], loc=loc, ip=ip)) for i in range(n)]
+
+
 @dsl_user_op
 def ld_shared_v4(addr: Int32, *, loc=None, ip=None):
-    ty = llvm.StructType.get_literal([Uint32.mlir_type] * 4)
-    res = llvm.inline_asm(
-        ty,
-        [_v(Int32(addr), loc, ip)],
-        "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
-        "=r,=r,=r,=r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
-    )
-    return [Uint32(llvm.extractvalue(Uint32.mlir_type, res, [i], loc=loc, ip=ip)) for i in range(4)]
+    return _asm_u32s(4, [_v(Int32(addr), loc, ip)], "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
+                     "=r,=r,=r,=r,r,~{memory}", True, loc, ip)
 
 
 @dsl_user_op
 def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
     res = llvm.inline_asm(
-        Uint32.mlir_type,
-        [_v(Int32(addr), loc, ip)],
-        "ld.shared.b32 $0, [$1];",
-        "=r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+        Uint32.mlir_type, [_v(Int32(addr), loc, ip)], "ld.shared.b32 $0, [$1];",
+        "=r,r,~{memory}", has_side_effects=True, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
     )
     return Uint32(res)
 
 
 @dsl_user_op
-def st_shared_v4(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
+def st_shared_v2(addr: Int32, v0, v1, *, loc=None, ip=None) -> None:
     llvm.inline_asm(
-        None,
-        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
-        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};",
-        "r,r,r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+        None, [_v(Int32(addr), loc, ip), _v(Uint32(v0), loc, ip), _v(Uint32(v1), loc, ip)],
+        "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}", has_side_effects=True,
+        is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
     )
 
 
 @dsl_user_op
-def e4m3_pair_to_f16x2_dup(word: Uint32, hi: int, *, loc=None, ip=None) -> Uint32:
-    """Low two bytes of `word` are two E4M3 scales; returns (s_hi, s_hi) if hi else (s_lo, s_lo)
-    as f16x2.  cvt.f16x2.e4m3x2 is exact (every E4M3 value is an fp16 value)."""
-    sel = "0x3232" if hi else "0x1010"
-    res = llvm.inline_asm(
-        Uint32.mlir_type,
-        [_v(Uint32(word), loc, ip)],
-        "{\n.reg .b16 lo, hi;\n.reg .b32 t;\nmov.b32 {lo, hi}, $1;\n"
-        "cvt.rn.f16x2.e4m3x2 t, lo;\nprmt.b32 $0, t, t, " + sel + ";\n}",
-        "=r,r",
-        has_side_effects=False,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+def scale_pair_x64(word: Uint32, shift, *, loc=None, ip=None):
+    """Bytes shift/8 and shift/8 + 1 of `word` are two E4M3 scales s0, s1; returns the f16x2
+    values (64 s0, 64 s0) and (64 s1, 64 s1). Exact: E4M3 values are fp16 values and 64 * 448
+    is below fp16's maximum."""
+    return _asm_u32s(
+        2, [_v(Uint32(word), loc, ip), _v(Uint32(shift), loc, ip)],
+        "{\n.reg .b32 w, t, c;\n.reg .b16 lo, hi;\n"
+        "shr.b32 w, $2, $3;\n"
+        "mov.b32 {lo, hi}, w;\n"
+        "cvt.rn.f16x2.e4m3x2 t, lo;\n"
+        "mov.b32 c, 0x54005400;\n"
+        "mul.rn.f16x2 t, t, c;\n"
+        "prmt.b32 $0, t, t, 0x1010;\n"
+        "prmt.b32 $1, t, t, 0x3232;\n}",
+        "=r,=r,r,r", False, loc, ip,
     )
-    return Uint32(res)
 
 
 @dsl_user_op
-def decode_e2m1_pair(word: Uint32, j: int, scale2: Uint32, *, loc=None, ip=None) -> Uint32:
-    """Nibbles j and j+4 of `word` -> f16x2 (value * scale * 2^-14).
-    Shifting nibble j to bits 12..15 puts its sign on fp16's sign bit; its 3 magnitude bits,
-    moved to bits 9..11, are the low exponent bits and top mantissa bit of value * 2^-14."""
-    shift = 12 - 4 * j
-    res = llvm.inline_asm(
-        Uint32.mlir_type,
-        [_v(Uint32(word), loc, ip), _v(Uint32(scale2), loc, ip)],
-        "{\n.reg .b32 x, s, m;\n"
-        f"shl.b32 x, $1, {shift};\n"
-        "and.b32 s, x, 0x80008000;\n"
-        "shr.b32 m, x, 3;\n"
-        "and.b32 m, m, 0x0E000E00;\n"
-        "or.b32 x, s, m;\n"
-        "mul.rn.f16x2 $0, x, $2;\n}",
-        "=r,r,r",
-        has_side_effects=False,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+def decode_e2m1_word(word: Uint32, scale2: Uint32, *, loc=None, ip=None):
+    """8 E2M1 nibbles -> 4 f16x2 of value * scale, exactly.
+
+    Each nibble (sign, e1 e0 m) becomes the E4M3 byte (sign << 7) | (e1 e0 m) << 2, which
+    is value * 2^-6, normal or subnormal alike; cvt.f16x2.e4m3x2 widens two at a time and one
+    f16x2 multiply by 64 * scale (scale2) restores the magnitude. Products are at most
+    6 * 448 and at least 2^-10 with 6 significant bits: exact in fp16.
+    Outputs: nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
+    return _asm_u32s(
+        4, [_v(Uint32(word), loc, ip), _v(Uint32(scale2), loc, ip)],
+        "{\n.reg .b32 e, o, t, u;\n.reg .b16 el, eh, ol, oh;\n"
+        "shl.b32 t, $4, 2;\n"
+        "shl.b32 u, $4, 4;\n"
+        "and.b32 t, t, 0x1C1C1C1C;\n"
+        "and.b32 u, u, 0x80808080;\n"
+        "or.b32 e, t, u;\n"
+        "shr.b32 t, $4, 2;\n"
+        "and.b32 t, t, 0x1C1C1C1C;\n"
+        "and.b32 u, $4, 0x80808080;\n"
+        "or.b32 o, t, u;\n"
+        "mov.b32 {el, eh}, e;\n"
+        "mov.b32 {ol, oh}, o;\n"
+        "cvt.rn.f16x2.e4m3x2 $0, el;\n"
+        "cvt.rn.f16x2.e4m3x2 $1, eh;\n"
+        "cvt.rn.f16x2.e4m3x2 $2, ol;\n"
+        "cvt.rn.f16x2.e4m3x2 $3, oh;\n"
+        "mul.rn.f16x2 $0, $0, $5;\n"
+        "mul.rn.f16x2 $1, $1, $5;\n"
+        "mul.rn.f16x2 $2, $2, $5;\n"
+        "mul.rn.f16x2 $3, $3, $5;\n}",
+        "=r,=r,=r,=r,r,r", False, loc, ip,
     )
-    return Uint32(res)
 
 
 @dsl_user_op
@@ -2144,23 +2164,14 @@ def tma_load_2d(
     predicate (the illegal '@P R2UR' seen with elect-one blocks on sm_90a)."""
     llvm.inline_asm(
         None,
-        [
-            _v(Int32(smem_dst), loc, ip),
-            _v(Int64(desc), loc, ip),
-            _v(Int32(c0), loc, ip),
-            _v(Int32(c1), loc, ip),
-            _v(Int32(mbar), loc, ip),
-            _v(Int32(pred), loc, ip),
-        ],
+        [_v(Int32(smem_dst), loc, ip), _v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip),
+         _v(Int32(c1), loc, ip), _v(Int32(mbar), loc, ip), _v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\nsetp.ne.b32 p, $5, 0;\n"
         "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
         " [$0], [$1, {$2, $3}], [$4];\n}",
         "r,l,r,r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc, ip=ip,
     )
 
 
@@ -2170,42 +2181,37 @@ def bulk_load(
 ) -> None:
     llvm.inline_asm(
         None,
-        [
-            _v(Int32(smem_dst), loc, ip),
-            _v(Int64(gsrc), loc, ip),
-            _v(Int32(mbar), loc, ip),
-            _v(Int32(pred), loc, ip),
-        ],
+        [_v(Int32(smem_dst), loc, ip), _v(Int64(gsrc), loc, ip), _v(Int32(mbar), loc, ip),
+         _v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\nsetp.ne.b32 p, $3, 0;\n"
         "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
         f" [$0], [$1], {nbytes}, [$2];\n}}",
         "r,l,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc, ip=ip,
     )
 
 
 @dsl_user_op
 def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
     llvm.inline_asm(
-        None,
-        [_v(Int64(desc), loc, ip)],
-        "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;",
-        "l,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc,
-        ip=ip,
+        None, [_v(Int64(desc), loc, ip)],
+        "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc, ip=ip,
     )
 
 
+def sw64(row, chunk):
+    """Byte offset of 16-byte chunk `chunk` of packed row `row` under TMA's 64-byte swizzle
+    (Swizzle<2,4,3>: chunk ^= (row / 2) % 4). With it, 8 lanes reading one chunk column of 8
+    consecutive rows, or 2 rows x 4 chunks, touch 8 distinct 16-byte bank groups."""
+    return row * 64 + ((chunk ^ ((row // 2) % 4)) * 16)
+
+
 class Sm90Barrier(IntEnum):
-    # barrier 0 is __syncthreads; 1 orders the consumer warpgroup's decoded smem before wgmma
-    DECODED = 1
+    # barrier 0 is __syncthreads; 1: the decoded token buffer is complete (all consumer warps)
+    TOKENS_DECODED = 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -2214,11 +2220,19 @@ class Sm90Barrier(IntEnum):
 class Sm90Fp4GroupedGemm:
     """Swap-AB NVFP4 grouped GEMM, persistent over the host's static schedule.
 
-    warps 0-3 (consumer WG): wait stage -> decode B rows (wgmma M) and A rows (wgmma N) of
-        each 64-K half into fp16 smem -> wgmma SS into fp32 regs -> epilogue to gmem
-    warp 4 (producer): TMA A/B bytes + bulk-copy scale slabs for stage s+1.. while the WG
-        decodes stage s; the WG releases a stage right after decoding it (wgmma reads only
-        the decoded copies), so TMA refills overlap the wgmma of the last half.
+    Weights (the large operand) are wgmma's A and are decoded straight into its registers
+    (the RS form): never to smem, so the fp16 weight tile costs no smem store or reload.
+    Tokens are wgmma's B: decoded once per K-tile into a shared fp16 smem buffer that all
+    consumer warpgroups read.
+
+    warps 0..4*W-1 (W consumer WGs, 64 weight rows each): per K-tile
+        wait stage -> decode this CTA's tokens (1/W of the rows each) into buffer kt % 3
+        -> load own weight rows and scales into registers -> release the stage
+        -> decode weights K-half 0 -> barrier -> wgmma x4 -> decode K-half 1 -> wgmma x4
+    warp 4*W (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
+    Three token buffers let one barrier per K-tile order everything: a buffer written at kt
+    was last read by wgmmas of kt-3, which every warpgroup waited for before the barrier of
+    kt-1.
     """
 
     def __init__(self, config: Sm90Config, num_groups: int):
@@ -2228,14 +2242,16 @@ class Sm90Fp4GroupedGemm:
         self.tile_m = config.tile_m
         self.tile_n = config.tile_n
         self.stages = config.stages
-        self.num_consumer_threads = 128
+        self.num_wgs = config.consumer_wgs
+        self.num_consumer_threads = 128 * self.num_wgs
         self.threads = self.num_consumer_threads + 32
-        self.producer_warp = 4
+        self.producer_warp = 4 * self.num_wgs
         self.row_bytes = SM90_PACKED_K_TILE // 2
         self.a_stage_bytes = self.tile_m * self.row_bytes
         self.b_stage_bytes = self.tile_n * self.row_bytes
         self.sf_stage_bytes = 2 * SF_ATOM_BYTES
         self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + 2 * self.sf_stage_bytes
+        self.tbuf_bytes = self.tile_m * SM90_PACKED_K_TILE * 2  # one decoded token K-tile
 
     @staticmethod
     def can_implement(cfg: Sm90Config, problem_sizes) -> bool:
@@ -2243,8 +2259,11 @@ class Sm90Fp4GroupedGemm:
 
     # ---------------- descriptor init kernel (once per pointer set) ----------------
     def _packed_smem_layout(self, rows):
-        # plain row-major rows x 64 bytes; the decoder reads 16 B per lane, 128 B per quarter warp
-        return cute.make_layout((rows, self.row_bytes), stride=(self.row_bytes, 1))
+        # rows x 64 bytes under the 64-byte swizzle (see sw64)
+        return cute.make_composed_layout(
+            cute.make_swizzle(2, 4, 3), 0,
+            cute.make_layout((rows, self.row_bytes), stride=(self.row_bytes, 1)),
+        )
 
     def _template_tensor(self, addr: Int64, rows: Int32, kbytes: Int32):
         ptr = cute.make_ptr(cutlass.Uint8, addr, cute.AddressSpace.gmem, assumed_align=16)
@@ -2299,12 +2318,16 @@ class Sm90Fp4GroupedGemm:
         cute.nvgpu.cpasync.fence_tma_desc_release()
 
     # ---------------- main kernel ----------------
-    def _decoded_layout(self, rows):
+    def _token_layout(self):
+        """(tile_m, 64, 2 halves x SM90_TOKEN_BUFFERS) fp16, K-major SW128: one 128-byte row
+        per token and K-half."""
         atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(utils.LayoutEnum.ROW_MAJOR, cutlass.Float16, SM90_DECODE_K),
             cutlass.Float16,
         )
-        return cute.tile_to_shape(atom, (rows, SM90_DECODE_K, 2), order=(0, 1, 2))
+        return cute.tile_to_shape(
+            atom, (self.tile_m, SM90_DECODE_K, 2 * SM90_TOKEN_BUFFERS), order=(0, 1, 2)
+        )
 
     @cute.jit
     def __call__(
@@ -2323,26 +2346,23 @@ class Sm90Fp4GroupedGemm:
             cute.nvgpu.warpgroup.OperandMajorMode.K,
             cute.nvgpu.warpgroup.OperandMajorMode.K,
             cutlass.Float32,
-            (1, 1, 1),
+            (self.num_wgs, 1, 1),
             tiler_mn=(64, self.tile_m),
+            a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
         )
-        sB_layout = self._decoded_layout(self.tile_n)  # weights: wgmma A
-        sA_layout = self._decoded_layout(self.tile_m)  # tokens: wgmma B
+        sT_layout = self._token_layout()  # tokens: wgmma B
 
         @cute.struct
         class SharedStorage:
             mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sDecW: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Float16, cute.cosize(sB_layout)], 1024
-            ]
             sDecT: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Float16, cute.cosize(sA_layout)], 1024
+                cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
             sPkA: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 128
+                cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 1024
             ]
             sPkB: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.b_stage_bytes], 128
+                cute.struct.MemRange[cutlass.Uint8, self.stages * self.b_stage_bytes], 1024
             ]
             sSFA: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Uint8, self.stages * self.sf_stage_bytes], 128
@@ -2353,12 +2373,11 @@ class Sm90Fp4GroupedGemm:
 
         self.shared_storage = SharedStorage
         self.kernel(
-            tiled_mma, sB_layout, sA_layout, sizes_ptr, ptrs_ptr, sched_ptr, tmaps_ptr, num_tiles
+            tiled_mma, sT_layout, sizes_ptr, ptrs_ptr, sched_ptr, tmaps_ptr, num_tiles
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.threads, 1, 1],
-            min_blocks_per_mp=self.cfg.ctas_per_sm,
-            preferred_smem_carveout=100,  # percent: all of L1/smem as smem (2 CTAs x ~100 KB)
+            min_blocks_per_mp=1,
             stream=stream,
         )
 
@@ -2366,7 +2385,6 @@ class Sm90Fp4GroupedGemm:
     def kernel(
         self,
         tiled_mma: cute.TiledMma,
-        sW_layout: cute.ComposedLayout,
         sT_layout: cute.ComposedLayout,
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
@@ -2383,7 +2401,7 @@ class Sm90Fp4GroupedGemm:
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.num_wgs),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -2395,10 +2413,8 @@ class Sm90Fp4GroupedGemm:
         if warp_idx == self.producer_warp:
             self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
         if warp_idx < self.producer_warp:
-            self.consumer(
-                tidx, tiled_mma, sW_layout, sT_layout, storage, ab_pipeline,
-                mSizes, mPtrs, mSched, num_tiles,
-            )
+            self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
+                          mSizes, mPtrs, mSched, num_tiles)
 
     @cute.jit
     def producer(self, storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles):
@@ -2447,64 +2463,69 @@ class Sm90Fp4GroupedGemm:
         ab_pipeline.producer_tail(state)
 
     @cute.jit
-    def decode_rows(self, tidx, rows: cutlass.Constexpr, pk_base, sf_base, sf_row0, dec_base,
-                    half: cutlass.Constexpr):
-        """Decode the K-half `half` (64 K) of `rows` packed rows into the fp16 SW128 buffer.
-        Work unit = (row, 16-byte chunk of the half): 32 nibbles -> four 16-byte fp16 stores
-        whose SW128 chunk index (chunk*4+q) ^ (row%8) spreads a quarter warp over all 32 banks.
-        Rows past M/N hold TMA zero fill; their (possibly NaN) padding scales only reach
-        accumulator rows/columns that the epilogue never stores.
-        """
-        units = rows * 2
-        for it in cutlass.range_constexpr((units + 127) // 128):
-            u = tidx + it * 128
-            if u < units:
-                row = u // 2
-                chunk = u % 2
-                w = ld_shared_v4(pk_base + row * self.row_bytes + half * 32 + chunk * 16)
-                r = sf_row0 + row
-                sfw = ld_shared_u32(
-                    sf_base + half * SF_ATOM_BYTES + (r % 32) * 16 + ((r % 128) // 32) * 4
-                )
-                sfw = sfw >> (chunk * 16).to(Uint32)
-                s_lo = e4m3_pair_to_f16x2_dup(sfw, 0)
-                s_hi = e4m3_pair_to_f16x2_dup(sfw, 1)
-                dst_row = dec_base + row * 128
-                swz = row % 8
-                for q in cutlass.range_constexpr(4):
-                    sc = s_lo if q < 2 else s_hi
-                    o0 = decode_e2m1_pair(w[q], 0, sc)
-                    o1 = decode_e2m1_pair(w[q], 1, sc)
-                    o2 = decode_e2m1_pair(w[q], 2, sc)
-                    o3 = decode_e2m1_pair(w[q], 3, sc)
-                    st_shared_v4(dst_row + (((chunk * 4 + q) ^ swz) * 16), o0, o1, o2, o3)
+    def scale_word(self, sf_base, r):
+        """The 4 E4M3 scales (K blocks 4a .. 4a+3 of the K-tile) of row r in the stage's
+        scale slab atom a (sf_base = slab + a * 512): CUTLASS's 32x4x4 blocked layout."""
+        return ld_shared_u32(sf_base + (r % 32) * 16 + ((r % 128) // 32) * 4)
 
     @cute.jit
-    def consumer(self, tidx, tiled_mma, sW_layout, sT_layout, storage, ab_pipeline,
+    def decode_tokens(self, tidx, pk_base, sf_base, sf_row0, tbuf):
+        """Tokens of the stage -> fp16 buffer `tbuf` (two K-half slabs of tile_m x 128 bytes,
+        SW128), in the permuted K order of sm90_logical_k. Unit = (row, chunk pair p): two
+        swizzled 16-byte chunk loads, 16 STS.64 of (chunk 2p, chunk 2p + 1) pairs."""
+        units = self.tile_m * 2
+        for it in cutlass.range_constexpr((units + self.num_consumer_threads - 1) // self.num_consumer_threads):
+            u = tidx + it * self.num_consumer_threads
+            if u < units:
+                row = u // 2
+                p = u % 2
+                sfw = self.scale_word(sf_base + p * SF_ATOM_BYTES, sf_row0 + row)
+                s01 = scale_pair_x64(sfw, 0)
+                s23 = scale_pair_x64(sfw, 16)
+                w0 = ld_shared_v4(pk_base + sw64(row, 2 * p))
+                w1 = ld_shared_v4(pk_base + sw64(row, 2 * p + 1))
+                # P values of the two chunks: 16 each
+                pa = []
+                pb = []
+                for wi in cutlass.range_constexpr(4):
+                    pa.extend(decode_e2m1_word(w0[wi], s01[wi // 2]))
+                    pb.extend(decode_e2m1_word(w1[wi], s23[wi // 2]))
+                swz = row % 8
+                for i in cutlass.range_constexpr(16):
+                    half = i // 8
+                    chunk = swz ^ (2 * ((i // 2) % 4) + (i % 2))
+                    st_shared_v2(tbuf + half * (self.tile_m * 128) + row * 128 + chunk * 16 + 8 * p,
+                                 pa[i], pb[i])
+
+    @cute.jit
+    def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                  mSizes, mPtrs, mSched, num_tiles):
-        sW = storage.sDecW.get_tensor(sW_layout.outer, swizzle=sW_layout.inner)
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         thr_mma = tiled_mma.get_slice(tidx)
-        # (MMA, MMA_M, MMA_K, 2)
-        tCrW = tiled_mma.make_fragment_A(thr_mma.partition_A(sW))
-        # (MMA, MMA_N, MMA_K, 2)
+        # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
+        # (MMA, MMA_M=1, MMA_K=4) fp16 weight fragments for one K-half, written as u32 pairs
+        a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_DECODE_K))
+        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
+        tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
         cC = cute.make_identity_tensor((self.tile_n, self.tile_m))
-        # (MMA, MMA_M, MMA_N) coordinates (weight row, token) of each accumulator
-        tCcC = thr_mma.partition_C(cC)
+        tCcC = thr_mma.partition_C(cC)  # (MMA, MMA_M, MMA_N) -> (weight row, token)
         acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
-        num_kb = cute.size(tCrW, mode=[2])
 
-        dW0 = storage.sDecW.data_ptr().toint()
         dT0 = storage.sDecT.data_ptr().toint()
-        dW_half = self.tile_n * 128
-        dT_half = self.tile_m * 128
         sA0 = storage.sPkA.data_ptr().toint()
         sB0 = storage.sPkB.data_ptr().toint()
         sSFA0 = storage.sSFA.data_ptr().toint()
         sSFB0 = storage.sSFB.data_ptr().toint()
 
+        # this thread's weight rows (wgmma A fragment rows m and m + 8) and K chunk q
+        wg = tidx // 128
+        lane = tidx % 32
+        q = lane % 4
+        w_row = wg * 64 + ((tidx % 128) // 32) * 16 + lane // 4
+
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        kt_all = Int32(0)  # K-tiles done by this CTA: picks the token buffer
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
         for t in cutlass.range(bidx, num_tiles, gdim, unroll=1):
@@ -2518,37 +2539,51 @@ class Sm90Fp4GroupedGemm:
             row_a = tm * self.tile_m
             row_b = tn * self.tile_n
             acc.fill(0.0)
-            # wgmma's scale-d: accumulate onto the zeroed registers for every K step
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             for _kt in cutlass.range(k_tiles, unroll=1):
+                buf = kt_all % SM90_TOKEN_BUFFERS
                 ab_pipeline.consumer_wait(state)
                 s = state.index
+                # 1. tokens -> fp16 smem (overlaps the previous K-tile's wgmmas)
+                self.decode_tokens(tidx, sA0 + s * self.a_stage_bytes,
+                                   sSFA0 + s * self.sf_stage_bytes, row_a % 128,
+                                   dT0 + buf * self.tbuf_bytes)
+                # 2. own weight rows: one 16-byte chunk (K 32q .. 32q+31) per row + scales
+                pkB = sB0 + s * self.b_stage_bytes
+                wm0 = ld_shared_v4(pkB + sw64(w_row, q))
+                wm8 = ld_shared_v4(pkB + sw64(w_row + 8, q))
+                sfB = sSFB0 + s * self.sf_stage_bytes + (q // 2) * SF_ATOM_BYTES
+                sw_m0 = self.scale_word(sfB, row_b % 128 + w_row)
+                sw_m8 = self.scale_word(sfB, row_b % 128 + w_row + 8)
+                sc_m0 = scale_pair_x64(sw_m0, 16 * (q % 2))
+                sc_m8 = scale_pair_x64(sw_m8, 16 * (q % 2))
+                # every lane's reads of the stage precede its warp's release arrive
+                cute.arch.sync_warp()
+                ab_pipeline.consumer_release(state)
+                cute.arch.fence_proxy("async.shared", space="cta")
                 for half in cutlass.range_constexpr(2):
-                    self.decode_rows(tidx, self.tile_n, sB0 + s * self.b_stage_bytes,
-                                     sSFB0 + s * self.sf_stage_bytes, row_b % 128,
-                                     dW0 + half * dW_half, half)
-                    self.decode_rows(tidx, self.tile_m, sA0 + s * self.a_stage_bytes,
-                                     sSFA0 + s * self.sf_stage_bytes, row_a % 128,
-                                     dT0 + half * dT_half, half)
-                    if half == 1:
-                        # one lane per warp arrives on the stage's empty barrier; the warp
-                        # barrier first orders every lane's reads of the packed stage before
-                        # that arrive, so the next TMA cannot overwrite bytes still being read
-                        cute.arch.sync_warp()
-                        ab_pipeline.consumer_release(state)
-                    # decoded fp16 was written by the generic proxy; wgmma reads via async proxy
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    # the other half buffer's wgmma (issued last step) must be done in all warps
-                    # before anyone overwrites it next step: wait, then meet at the barrier
-                    cute.nvgpu.warpgroup.wait_group(0)
-                    cute.arch.barrier(barrier_id=int(Sm90Barrier.DECODED),
-                                      number_of_threads=self.num_consumer_threads)
+                    # the wgmmas that read this fragment (previous K-tile) are done
+                    cute.nvgpu.warpgroup.wait_group(1)
+                    for wi in cutlass.range_constexpr(2):
+                        word = 2 * half + wi
+                        p0 = decode_e2m1_word(wm0[word], sc_m0[half])
+                        p8 = decode_e2m1_word(wm8[word], sc_m8[half])
+                        for tt in cutlass.range_constexpr(4):
+                            i = 4 * wi + tt  # P index within the half: step i // 2, slot i % 2
+                            tCrW32[half][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
+                            tCrW32[half][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
+                    if half == 0:
+                        # decoded tokens of every warp are in smem, and every warpgroup has
+                        # finished the wgmmas that read this buffer three K-tiles ago
+                        cute.arch.barrier(barrier_id=int(Sm90Barrier.TOKENS_DECODED),
+                                          number_of_threads=self.num_consumer_threads)
                     cute.nvgpu.warpgroup.fence()
-                    for kb in cutlass.range_constexpr(num_kb):
-                        cute.gemm(tiled_mma, acc, tCrW[(None, None, kb, half)],
-                                  tCrT[(None, None, kb, half)], acc)
+                    for kb in cutlass.range_constexpr(4):
+                        cute.gemm(tiled_mma, acc, tCrW[half][(None, None, kb)],
+                                  tCrT[(None, None, kb, half + 2 * buf)], acc)
                     cute.nvgpu.warpgroup.commit_group()
                 state.advance()
+                kt_all += 1
             cute.nvgpu.warpgroup.wait_group(0)
             self.epilogue(acc, tCcC, mPtrs[4, g], m, n, row_a, row_b)
 
@@ -2561,7 +2596,7 @@ class Sm90Fp4GroupedGemm:
             gm = row_a + tok
             gn = row_b + wrow
             if gm < m and gn < n:
-                mC[gm, gn] = (acc[i] * SM90_ACC_SCALE).to(cutlass.Float16)
+                mC[gm, gn] = acc[i].to(cutlass.Float16)
 # <<< sm90 kernel
 
 
@@ -2617,7 +2652,7 @@ def sm90_backend() -> KernelBackend:
         tile_shape=lambda cfg: (cfg.tile_m, cfg.tile_n),
         compile=compile_sm90,
         num_desc=SM90_NUM_DESC,
-        grid=lambda cfg, tiles, sms: persistent_grid(tiles, sms, ctas_per_sm=cfg.ctas_per_sm),
+        grid=lambda cfg, tiles, sms: persistent_grid(tiles, sms),
     )
 
 

@@ -68,9 +68,10 @@ def test_compile_cache_one_entry_per_config_and_group_count(monkeypatch):
 
 def test_host_functions_and_legality():
     cfg = S.Sm90Config()
-    assert S.sm90_smem_bytes(cfg) <= 228 * 1024 // cfg.ctas_per_sm
+    assert S.sm90_smem_bytes(cfg) <= S.SM90_SMEM_CAPACITY
     assert S.sm90_config_is_legal(cfg)
-    assert not S.sm90_config_is_legal(S.Sm90Config(stages=3))  # 2 CTAs/SM do not fit 3 stages
+    assert not S.sm90_config_is_legal(S.Sm90Config(stages=9))  # 9 stages do not fit in smem
+    assert not S.sm90_config_is_legal(S.Sm90Config(stages=1))  # no overlap of TMA and decode
     assert not S.sm90_config_is_legal(S.Sm90Config(tile_m=96))
     assert S.sm90_can_implement(cfg, [(1, 7168, 256, 1), (129, 128, 512, 1)]) == (True, "")
     ok, reason = S.sm90_can_implement(cfg, [(8, 128, 320, 1)])
