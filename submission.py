@@ -1974,7 +1974,6 @@ SM90_NUM_DESC = 2  # per group: A (tokens), B (weights); scales use descriptor-f
 SF_ATOM_BYTES = 512  # 128 rows x 4 scale columns
 SM90_PACKED_K_TILE = 128  # K elements per packed pipeline stage (64 bytes per row)
 SM90_DECODE_K = 64  # K elements per decoded token buffer (one SW128 fp16 row)
-SM90_TOKEN_BUFFERS = 3  # decoded token K-tiles in flight: written at kt, read by wgmma until kt+2
 SM90_WEIGHT_ROWS_PER_WG = 64  # one wgmma M atom per consumer warpgroup
 
 
@@ -1986,6 +1985,8 @@ class Sm90Config:
     tile_m: int = 128  # tokens per tile (wgmma N)
     tile_n: int = 128  # weight rows per tile (wgmma M): 64 per consumer warpgroup
     stages: int = 4  # packed pipeline stages
+    token_buffers: int = 3  # decoded token K-tiles the decode warpgroups may run ahead
+    decode_wgs: int = 1  # token-decode warpgroups; with 2 they take alternate K-tiles
     swap_ab: bool = True  # only the swap-AB mapping is implemented
 
     @property
@@ -1999,9 +2000,9 @@ def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
 
 
 def sm90_decoded_bytes(cfg: Sm90Config) -> int:
-    """The decoded token buffers: SM90_TOKEN_BUFFERS K-tiles of (tile_m x 128) fp16. The
-    weights never go to smem decoded: they are decoded into wgmma's A registers."""
-    return SM90_TOKEN_BUFFERS * cfg.tile_m * SM90_PACKED_K_TILE * 2
+    """The decoded token ring: token_buffers K-tiles of (tile_m x 128) fp16. The weights
+    never go to smem decoded: they are decoded into wgmma's A registers."""
+    return cfg.token_buffers * cfg.tile_m * SM90_PACKED_K_TILE * 2
 
 
 def sm90_smem_bytes(cfg: Sm90Config) -> int:
@@ -2014,21 +2015,38 @@ def sm90_max_stages(cfg: Sm90Config) -> int:
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    # tile_m: the token decode gives each of the 128 * consumer_wgs threads whole 32-byte units
+    # tile_m: one token row per thread of the decode warpgroup
     return cfg.tile_n in (64, 128) and cfg.tile_m in (64, 128)
 
 
 def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
-    return 2 <= cfg.stages <= sm90_max_stages(cfg)
+    return 2 <= cfg.stages <= sm90_max_stages(cfg) and cfg.token_buffers >= 2
 
 
 def sm90_is_valid_mapping(cfg: Sm90Config) -> bool:
-    return cfg.swap_ab
+    # K is a multiple of 256, so each tile has an even number of 128-K tiles to alternate
+    return cfg.swap_ab and cfg.decode_wgs in (1, 2)
 
 
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
     """THE single statement of which configs are legal."""
-    return sm90_is_valid_tile(cfg) and sm90_is_valid_smem(cfg) and sm90_is_valid_mapping(cfg)
+    return (
+        sm90_is_valid_tile(cfg)
+        and sm90_is_valid_smem(cfg)
+        and sm90_is_valid_mapping(cfg)
+        and sm90_is_valid_registers(cfg)
+    )
+
+
+def sm90_threads(cfg: Sm90Config) -> int:
+    """Consumer warpgroups, decode warpgroups and one producer warp."""
+    return 128 * (cfg.consumer_wgs + cfg.decode_wgs) + 32
+
+
+def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
+    """ptxas budgets a launch's registers per 4 warps: a block of more than 4 warpgroups
+    (the 2nd decode WG) leaves 96 per thread, and the consumers then spill."""
+    return cfg.consumer_wgs + cfg.decode_wgs <= 3
 
 
 def sm90_is_valid_problem(problem_sizes) -> bool:
@@ -2058,6 +2076,13 @@ def sm90_physical_k(q: int, i: int, e: int) -> int:
     word, t = divmod(i, 4)
     nib = ((0, 2), (4, 6), (1, 3), (5, 7))[t][e]
     return 32 * q + 8 * word + nib
+
+
+def sm90_token_slot(i: int) -> tuple[int, int]:
+    """(K-half, 16-byte chunk) where P[i] of every chunk q lands in the decoded token row:
+    logical columns 16 (i // 2) + 8 (i % 2) + 2q + e, i.e. 8 bytes from 4q in that chunk,
+    so the 4 chunks' P[i] make one 16-byte store."""
+    return i // 8, 2 * ((i // 2) % 4) + (i % 2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -2093,11 +2118,12 @@ def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
 
 
 @dsl_user_op
-def st_shared_v2(addr: Int32, v0, v1, *, loc=None, ip=None) -> None:
+def st_shared_v4(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
     llvm.inline_asm(
-        None, [_v(Int32(addr), loc, ip), _v(Uint32(v0), loc, ip), _v(Uint32(v1), loc, ip)],
-        "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}", has_side_effects=True,
-        is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
+        None, [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
+        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc, ip=ip,
     )
 
 
@@ -2209,30 +2235,22 @@ def sw64(row, chunk):
     return row * 64 + ((chunk ^ ((row // 2) % 4)) * 16)
 
 
-class Sm90Barrier(IntEnum):
-    # barrier 0 is __syncthreads; 1: the decoded token buffer is complete (all consumer warps)
-    TOKENS_DECODED = 1
-
-
-# --------------------------------------------------------------------------------------------
-# Kernel
-# --------------------------------------------------------------------------------------------
 class Sm90Fp4GroupedGemm:
     """Swap-AB NVFP4 grouped GEMM, persistent over the host's static schedule.
 
     Weights (the large operand) are wgmma's A and are decoded straight into its registers
     (the RS form): never to smem, so the fp16 weight tile costs no smem store or reload.
-    Tokens are wgmma's B: decoded once per K-tile into a shared fp16 smem buffer that all
-    consumer warpgroups read.
+    Tokens are wgmma's B: a decode warpgroup turns each packed K-tile into an fp16 smem
+    buffer of a ring that every consumer warpgroup reads.
 
-    warps 0..4*W-1 (W consumer WGs, 64 weight rows each): per K-tile
-        wait stage -> decode this CTA's tokens (1/W of the rows each) into buffer kt % 3
-        -> load own weight rows and scales into registers -> release the stage
-        -> decode weights K-half 0 -> barrier -> wgmma x4 -> decode K-half 1 -> wgmma x4
-    warp 4*W (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
-    Three token buffers let one barrier per K-tile order everything: a buffer written at kt
-    was last read by wgmmas of kt-3, which every warpgroup waited for before the barrier of
-    kt-1.
+    warps 0..4W-1 (W consumer WGs, 64 weight rows each), per K-tile:
+        wait packed stage -> load own weight rows + scales -> release the stage
+        -> decode weights K-half 0 into registers -> wait decoded tokens -> wgmma x4
+        -> decode K-half 1 -> wgmma x4; release the token buffer once its wgmmas are done
+    warps 4W..4W+3 (decode WG), per K-tile: wait packed stage and a free token buffer ->
+        decode one token row per thread -> release the stage, publish the buffer
+    warp 4W+4 (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
+    Every hand-off is an mbarrier, so no warp waits for a CTA-wide barrier.
     """
 
     def __init__(self, config: Sm90Config, num_groups: int):
@@ -2242,10 +2260,13 @@ class Sm90Fp4GroupedGemm:
         self.tile_m = config.tile_m
         self.tile_n = config.tile_n
         self.stages = config.stages
+        self.token_buffers = config.token_buffers
         self.num_wgs = config.consumer_wgs
         self.num_consumer_threads = 128 * self.num_wgs
-        self.threads = self.num_consumer_threads + 32
-        self.producer_warp = 4 * self.num_wgs
+        self.decode_wgs = config.decode_wgs
+        self.decode_warp0 = 4 * self.num_wgs
+        self.producer_warp = self.decode_warp0 + 4 * self.decode_wgs
+        self.threads = sm90_threads(config)
         self.row_bytes = SM90_PACKED_K_TILE // 2
         self.a_stage_bytes = self.tile_m * self.row_bytes
         self.b_stage_bytes = self.tile_n * self.row_bytes
@@ -2319,14 +2340,14 @@ class Sm90Fp4GroupedGemm:
 
     # ---------------- main kernel ----------------
     def _token_layout(self):
-        """(tile_m, 64, 2 halves x SM90_TOKEN_BUFFERS) fp16, K-major SW128: one 128-byte row
-        per token and K-half."""
+        """(tile_m, 64, 2 halves x token_buffers) fp16, K-major SW128: one 128-byte row per
+        token and K-half."""
         atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
             sm90_utils.get_smem_layout_atom(utils.LayoutEnum.ROW_MAJOR, cutlass.Float16, SM90_DECODE_K),
             cutlass.Float16,
         )
         return cute.tile_to_shape(
-            atom, (self.tile_m, SM90_DECODE_K, 2 * SM90_TOKEN_BUFFERS), order=(0, 1, 2)
+            atom, (self.tile_m, SM90_DECODE_K, 2 * self.token_buffers), order=(0, 1, 2)
         )
 
     @cute.jit
@@ -2355,6 +2376,7 @@ class Sm90Fp4GroupedGemm:
         @cute.struct
         class SharedStorage:
             mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            tbar: cute.struct.MemRange[cutlass.Int64, self.token_buffers * 2]
             sDecT: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
@@ -2397,13 +2419,21 @@ class Sm90Fp4GroupedGemm:
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
+        # packed stages: TMA -> (decode WG, consumer WGs); one arrive per consuming warp
         ab_pipeline = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.num_wgs),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.num_wgs + 4),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+        )
+        # decoded token ring: decode WG (every thread arrives) -> consumer WGs (every thread)
+        tok_pipeline = pipeline.PipelineAsync.create(
+            barrier_storage=storage.tbar.data_ptr(),
+            num_stages=self.token_buffers,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_consumer_threads),
         )
 
         mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
@@ -2412,8 +2442,12 @@ class Sm90Fp4GroupedGemm:
 
         if warp_idx == self.producer_warp:
             self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
-        if warp_idx < self.producer_warp:
-            self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
+        if warp_idx >= self.decode_warp0 and warp_idx < self.producer_warp:
+            dtid = tidx - self.num_consumer_threads
+            self.token_decoder(dtid % 128, dtid // 128, storage, ab_pipeline, tok_pipeline,
+                               mSizes, mSched, num_tiles)
+        if warp_idx < self.decode_warp0:
+            self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline, tok_pipeline,
                           mSizes, mPtrs, mSched, num_tiles)
 
     @cute.jit
@@ -2469,36 +2503,65 @@ class Sm90Fp4GroupedGemm:
         return ld_shared_u32(sf_base + (r % 32) * 16 + ((r % 128) // 32) * 4)
 
     @cute.jit
-    def decode_tokens(self, tidx, pk_base, sf_base, sf_row0, tbuf):
-        """Tokens of the stage -> fp16 buffer `tbuf` (two K-half slabs of tile_m x 128 bytes,
-        SW128), in the permuted K order of sm90_logical_k. Unit = (row, chunk pair p): two
-        swizzled 16-byte chunk loads, 16 STS.64 of (chunk 2p, chunk 2p + 1) pairs."""
-        units = self.tile_m * 2
-        for it in cutlass.range_constexpr((units + self.num_consumer_threads - 1) // self.num_consumer_threads):
-            u = tidx + it * self.num_consumer_threads
-            if u < units:
-                row = u // 2
-                p = u % 2
-                sfw = self.scale_word(sf_base + p * SF_ATOM_BYTES, sf_row0 + row)
-                s01 = scale_pair_x64(sfw, 0)
-                s23 = scale_pair_x64(sfw, 16)
-                w0 = ld_shared_v4(pk_base + sw64(row, 2 * p))
-                w1 = ld_shared_v4(pk_base + sw64(row, 2 * p + 1))
-                # P values of the two chunks: 16 each
-                pa = []
-                pb = []
-                for wi in cutlass.range_constexpr(4):
-                    pa.extend(decode_e2m1_word(w0[wi], s01[wi // 2]))
-                    pb.extend(decode_e2m1_word(w1[wi], s23[wi // 2]))
-                swz = row % 8
-                for i in cutlass.range_constexpr(16):
-                    half = i // 8
-                    chunk = swz ^ (2 * ((i // 2) % 4) + (i % 2))
-                    st_shared_v2(tbuf + half * (self.tile_m * 128) + row * 128 + chunk * 16 + 8 * p,
-                                 pa[i], pb[i])
+    def token_decoder(self, dtid, dwg, storage, ab_pipeline, tok_pipeline, mSizes, mSched,
+                      num_tiles):
+        """Decode WG: packed token rows -> the fp16 ring, in the permuted K order of
+        sm90_logical_k. Thread dtid owns token row dtid: four swizzled 16-byte chunk loads,
+        then 16 STS.128 of (chunk 0..3) P values; eight consecutive rows per quarter warp
+        hit eight distinct 16-byte bank groups on both sides. Decode WG dwg takes the K-tiles
+        kt % decode_wgs == dwg: its pipeline states step over the others' stages and buffers."""
+        sA0 = storage.sPkA.data_ptr().toint()
+        sSFA0 = storage.sSFA.data_ptr().toint()
+        dT0 = storage.sDecT.data_ptr().toint()
+        pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.token_buffers)
+        for _ in cutlass.range_constexpr(self.decode_wgs - 1):
+            if dwg == 1:
+                pk_state.advance()
+                tok_state.advance()
+        row = dtid
+        swz = row % 8
+        bidx, _, _ = cute.arch.block_idx()
+        gdim, _, _ = cute.arch.grid_dim()
+        for t in cutlass.range(bidx, num_tiles, gdim, unroll=1):
+            g = mSched[0, t]
+            tm = mSched[1, t]
+            k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
+            sf_row = (tm * self.tile_m) % 128 + row
+            for _kt in cutlass.range(k_tiles // self.decode_wgs, unroll=1):
+                ab_pipeline.consumer_wait(pk_state)
+                tok_pipeline.producer_acquire(tok_state)
+                s = pk_state.index
+                if row < self.tile_m:
+                    pk = sA0 + s * self.a_stage_bytes
+                    sf = sSFA0 + s * self.sf_stage_bytes
+                    w = [ld_shared_v4(pk + sw64(row, q)) for q in range(4)]
+                    sc = []
+                    for atom in cutlass.range_constexpr(2):
+                        word = self.scale_word(sf + atom * SF_ATOM_BYTES, sf_row)
+                        sc.extend(scale_pair_x64(word, Uint32(0)))
+                        sc.extend(scale_pair_x64(word, Uint32(16)))
+                    tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
+                    for wi in cutlass.range_constexpr(4):
+                        # word wi of every chunk: P indices 4 wi .. 4 wi + 3; chunk q's
+                        # K blocks are 2q (words 0, 1) and 2q + 1 (words 2, 3)
+                        pq = [decode_e2m1_word(w[q][wi], sc[2 * q + wi // 2]) for q in range(4)]
+                        for tt in cutlass.range_constexpr(4):
+                            half, chunk = sm90_token_slot(4 * wi + tt)
+                            st_shared_v4(tbuf + half * (self.tile_m * 128) + (swz ^ chunk) * 16,
+                                         pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+                # every lane's reads of the stage precede its warp's release arrive
+                cute.arch.sync_warp()
+                ab_pipeline.consumer_release(pk_state)
+                # generic-proxy smem writes -> wgmma's async-proxy reads
+                cute.arch.fence_proxy("async.shared", space="cta")
+                tok_pipeline.producer_commit(tok_state)
+                for _ in cutlass.range_constexpr(self.decode_wgs):
+                    pk_state.advance()
+                    tok_state.advance()
 
     @cute.jit
-    def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
+    def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline, tok_pipeline,
                  mSizes, mPtrs, mSched, num_tiles):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         thr_mma = tiled_mma.get_slice(tidx)
@@ -2512,10 +2575,7 @@ class Sm90Fp4GroupedGemm:
         tCcC = thr_mma.partition_C(cC)  # (MMA, MMA_M, MMA_N) -> (weight row, token)
         acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
 
-        dT0 = storage.sDecT.data_ptr().toint()
-        sA0 = storage.sPkA.data_ptr().toint()
         sB0 = storage.sPkB.data_ptr().toint()
-        sSFA0 = storage.sSFA.data_ptr().toint()
         sSFB0 = storage.sSFB.data_ptr().toint()
 
         # this thread's weight rows (wgmma A fragment rows m and m + 8) and K chunk q
@@ -2524,8 +2584,9 @@ class Sm90Fp4GroupedGemm:
         q = lane % 4
         w_row = wg * 64 + ((tidx % 128) // 32) * 16 + lane // 4
 
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        kt_all = Int32(0)  # K-tiles done by this CTA: picks the token buffer
+        pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
+        rel_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
         for t in cutlass.range(bidx, num_tiles, gdim, unroll=1):
@@ -2538,32 +2599,29 @@ class Sm90Fp4GroupedGemm:
             k_tiles = k // SM90_PACKED_K_TILE
             row_a = tm * self.tile_m
             row_b = tn * self.tile_n
+            sf_m0 = row_b % 128 + w_row
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for _kt in cutlass.range(k_tiles, unroll=1):
-                buf = kt_all % SM90_TOKEN_BUFFERS
-                ab_pipeline.consumer_wait(state)
-                s = state.index
-                # 1. tokens -> fp16 smem (overlaps the previous K-tile's wgmmas)
-                self.decode_tokens(tidx, sA0 + s * self.a_stage_bytes,
-                                   sSFA0 + s * self.sf_stage_bytes, row_a % 128,
-                                   dT0 + buf * self.tbuf_bytes)
-                # 2. own weight rows: one 16-byte chunk (K 32q .. 32q+31) per row + scales
+            for kt in cutlass.range(k_tiles, unroll=1):
+                ab_pipeline.consumer_wait(pk_state)
+                s = pk_state.index
+                # own weight rows: one 16-byte chunk (K 32q .. 32q+31) per row + its scales
                 pkB = sB0 + s * self.b_stage_bytes
                 wm0 = ld_shared_v4(pkB + sw64(w_row, q))
                 wm8 = ld_shared_v4(pkB + sw64(w_row + 8, q))
                 sfB = sSFB0 + s * self.sf_stage_bytes + (q // 2) * SF_ATOM_BYTES
-                sw_m0 = self.scale_word(sfB, row_b % 128 + w_row)
-                sw_m8 = self.scale_word(sfB, row_b % 128 + w_row + 8)
-                sc_m0 = scale_pair_x64(sw_m0, 16 * (q % 2))
-                sc_m8 = scale_pair_x64(sw_m8, 16 * (q % 2))
-                # every lane's reads of the stage precede its warp's release arrive
+                sc_m0 = scale_pair_x64(self.scale_word(sfB, sf_m0), Uint32(16) * Uint32(q % 2))
+                sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
                 cute.arch.sync_warp()
-                ab_pipeline.consumer_release(state)
-                cute.arch.fence_proxy("async.shared", space="cta")
+                ab_pipeline.consumer_release(pk_state)
                 for half in cutlass.range_constexpr(2):
                     # the wgmmas that read this fragment (previous K-tile) are done
                     cute.nvgpu.warpgroup.wait_group(1)
+                    if half == 1:
+                        # ... and so are all wgmmas of the previous K-tile: free its tokens
+                        if kt > 0:
+                            tok_pipeline.consumer_release(rel_state)
+                            rel_state.advance()
                     for wi in cutlass.range_constexpr(2):
                         word = 2 * half + wi
                         p0 = decode_e2m1_word(wm0[word], sc_m0[half])
@@ -2573,18 +2631,18 @@ class Sm90Fp4GroupedGemm:
                             tCrW32[half][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
                             tCrW32[half][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
                     if half == 0:
-                        # decoded tokens of every warp are in smem, and every warpgroup has
-                        # finished the wgmmas that read this buffer three K-tiles ago
-                        cute.arch.barrier(barrier_id=int(Sm90Barrier.TOKENS_DECODED),
-                                          number_of_threads=self.num_consumer_threads)
+                        tok_pipeline.consumer_wait(tok_state)
                     cute.nvgpu.warpgroup.fence()
+                    buf = tok_state.index
                     for kb in cutlass.range_constexpr(4):
                         cute.gemm(tiled_mma, acc, tCrW[half][(None, None, kb)],
                                   tCrT[(None, None, kb, half + 2 * buf)], acc)
                     cute.nvgpu.warpgroup.commit_group()
-                state.advance()
-                kt_all += 1
+                pk_state.advance()
+                tok_state.advance()
             cute.nvgpu.warpgroup.wait_group(0)
+            tok_pipeline.consumer_release(rel_state)
+            rel_state.advance()
             self.epilogue(acc, tCcC, mPtrs[4, g], m, n, row_a, row_b)
 
     @cute.jit

@@ -27,12 +27,14 @@ def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", [{}, {"tile_n": 64}], ids=["default", "tile_n64"])
+@pytest.mark.parametrize(
+    "cfg", [{}, {"tile_n": 64}, {"tile_n": 64, "decode_wgs": 2}], ids=["default", "tile_n64", "tile_n64_decode2"]
+)
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     ptx = _compile_and_dump(tmp_path, cfg)
     assert "wgmma.mma_async" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx  # TMA loads of the packed FP4 bytes
-    assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scale conversion
+    assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode
     assert "ld.local" not in ptx and "st.local" not in ptx
 
 
