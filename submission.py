@@ -41,7 +41,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 from itertools import chain
 from typing import Any, NamedTuple
 
