@@ -2246,10 +2246,12 @@ class Sm90Fp4GroupedGemm:
         wait packed stage -> load own weight rows + scales -> release the stage
         -> decode weights K-half 0 into registers -> wait decoded tokens -> wgmma x4
         -> decode K-half 1 -> wgmma x4; release the token buffer once its wgmmas are done
-    warps 4W..4W+3 (decode WG), per K-tile: wait packed stage and a free token buffer ->
-        decode one token row per thread -> release the stage, publish the buffer
-    warp 4W+4 (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
-    Every hand-off is an mbarrier, so no warp waits for a CTA-wide barrier.
+    warps 4W..4W+4D-1 (D decode WGs; with D = 2 they alternate K-tiles), per K-tile:
+        wait packed stage and a free token buffer -> decode one token row per thread
+        -> release the stage, publish the buffer
+    warp 4W+4D (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
+    Every hand-off is an mbarrier, so no warp waits for a CTA-wide barrier. One CTA per SM
+    (about 171 KB of smem with the default config).
     """
 
     def __init__(self, config: Sm90Config, num_groups: int):

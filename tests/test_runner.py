@@ -239,3 +239,60 @@ def test_sm100_fallback_chain_ends_in_the_exact_path(stub, monkeypatch):
     messages = [str(w.message) for w in caught]
     assert len(messages) == 2 and "stub says no" in messages[0] and "_scaled_mm cannot take" in messages[1]
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_call_cache_keys_by_hash_but_never_confuses_colliding_keys():
+    # hash(-1) == hash(-2) in CPython, so these two keys collide
+    a, b = (-1, 7), (-2, 7)
+    assert hash(a) == hash(b)
+    cache = submission.CallCache(4)
+    entry_a = submission.CallEntry(table=None, outputs=[], refs=[])
+    cache.put(a, entry_a)
+    assert cache.get(b) is None and b not in cache
+    cache.pop(b)  # a pop of the other key leaves the entry alone
+    assert cache.get(a) is entry_a and a in cache
+    entry_b = submission.CallEntry(table=None, outputs=[], refs=[])
+    cache.put(b, entry_b)  # replaces: one slot per hash
+    assert cache.get(a) is None and cache.get(b) is entry_b and len(cache) == 1
+    for i in range(10):
+        cache.put((i, 0), submission.CallEntry(table=None, outputs=[], refs=[]))
+    assert len(cache) == 4  # bounded
+
+
+class _FakeExecutor:
+    """The DSL executor's surface that direct_launcher uses (capi_func, cuda_result,
+    _get_invoke_packed_args); the packed array it returns is reused between calls, as the
+    DSL's is."""
+
+    def __init__(self):
+        import ctypes
+
+        self.cuda_result = ctypes.c_int32(0)
+        self._shared = (ctypes.c_void_p * 3)()
+        self.calls = []
+
+    def _get_invoke_packed_args(self, exe_args):
+        for i, a in enumerate(exe_args):
+            self._shared[i] = a
+        return self._shared
+
+    def capi_func(self, packed):
+        self.calls.append([packed[i] for i in range(3)])
+
+
+def test_direct_launcher_keeps_its_own_packed_array_and_reports_errors():
+    fn = type("Fn", (), {})()
+    fn._default_executor = _FakeExecutor()
+    launch = submission.direct_launcher(fn, [11, 22, 33])
+    fn._default_executor._get_invoke_packed_args([44, 55, 66])  # another binding reuses the DSL's array
+    launch()
+    assert fn._default_executor.calls == [[11, 22, 33]]
+    fn._default_executor.cuda_result.value = 700
+    with pytest.raises(RuntimeError, match="CUDA error 700"):
+        launch()
+
+
+def test_direct_launcher_declines_an_unknown_executor_layout():
+    fn = type("Fn", (), {"_default_executor": object()})()
+    assert submission.direct_launcher(fn, [1]) is None
+    assert submission.direct_launcher(object(), [1]) is None
