@@ -1986,6 +1986,7 @@ class Sm90Config:
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles the decode warpgroups may run ahead
     decode_wgs: int = 1  # token-decode warpgroups; with 2 they take alternate K-tiles
+    mma_pieces: int = 2  # wgmma groups per K-tile; P - 1 stay in flight while one decodes
     swap_ab: bool = True  # only the swap-AB mapping is implemented
 
     @property
@@ -2024,7 +2025,7 @@ def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
 
 def sm90_is_valid_mapping(cfg: Sm90Config) -> bool:
     # K is a multiple of 256, so each tile has an even number of 128-K tiles to alternate
-    return cfg.swap_ab and cfg.decode_wgs in (1, 2)
+    return cfg.swap_ab and cfg.decode_wgs in (1, 2) and cfg.mma_pieces in (2, 4)
 
 
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
@@ -2042,10 +2043,23 @@ def sm90_threads(cfg: Sm90Config) -> int:
     return 128 * (cfg.consumer_wgs + cfg.decode_wgs) + 32
 
 
+def sm90_launch_registers(threads: int) -> int:
+    """Registers per thread ptxas may use for a block of `threads`: it budgets whole
+    warpgroups (a block of 17 warps is allotted as 20), in steps of 8, out of 64K."""
+    return min(255, 65536 // (ceil_div(threads, 128) * 128)) // 8 * 8
+
+
+def sm90_consumer_registers(cfg: Sm90Config) -> int:
+    """What a consumer thread holds: its fp32 accumulators (64 weight rows x tile_m tokens
+    over 128 threads) plus about 56 for the two fp16 A fragments, the packed weight words,
+    scales and addressing (ptxas: 126 at tile_m 128, 96 with no spills at tile_m 64)."""
+    return 64 * cfg.tile_m // 128 + 56
+
+
 def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
-    """ptxas budgets a launch's registers per 4 warps: a block of more than 4 warpgroups
-    (the 2nd decode WG) leaves 96 per thread, and the consumers then spill."""
-    return cfg.consumer_wgs + cfg.decode_wgs <= 3
+    """The consumers must fit the launch's registers without spilling: a 2nd decode
+    warpgroup at tile_m 128 leaves 96 per thread, and the consumers spilled."""
+    return sm90_consumer_registers(cfg) <= sm90_launch_registers(sm90_threads(cfg))
 
 
 def sm90_is_valid_problem(problem_sizes) -> bool:
@@ -2520,7 +2534,11 @@ class Sm90Fp4GroupedGemm:
             if dwg == 1:
                 pk_state.advance()
                 tok_state.advance()
-        row = dtid
+        # tile_m = 64: two threads per token row, each decoding two of the four words of
+        # every chunk (warps 0-1 words 0-1, warps 2-3 words 2-3), so no decode warp idles
+        split = 128 // self.tile_m
+        row = dtid % self.tile_m
+        part = dtid // self.tile_m
         swz = row % 8
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
@@ -2533,24 +2551,16 @@ class Sm90Fp4GroupedGemm:
                 ab_pipeline.consumer_wait(pk_state)
                 tok_pipeline.producer_acquire(tok_state)
                 s = pk_state.index
-                if row < self.tile_m:
-                    pk = sA0 + s * self.a_stage_bytes
-                    sf = sSFA0 + s * self.sf_stage_bytes
-                    w = [ld_shared_v4(pk + sw64(row, q)) for q in range(4)]
-                    sc = []
-                    for atom in cutlass.range_constexpr(2):
-                        word = self.scale_word(sf + atom * SF_ATOM_BYTES, sf_row)
-                        sc.extend(scale_pair_x64(word, Uint32(0)))
-                        sc.extend(scale_pair_x64(word, Uint32(16)))
-                    tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
-                    for wi in cutlass.range_constexpr(4):
-                        # word wi of every chunk: P indices 4 wi .. 4 wi + 3; chunk q's
-                        # K blocks are 2q (words 0, 1) and 2q + 1 (words 2, 3)
-                        pq = [decode_e2m1_word(w[q][wi], sc[2 * q + wi // 2]) for q in range(4)]
-                        for tt in cutlass.range_constexpr(4):
-                            half, chunk = sm90_token_slot(4 * wi + tt)
-                            st_shared_v4(tbuf + half * (self.tile_m * 128) + (swz ^ chunk) * 16,
-                                         pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+                pk = sA0 + s * self.a_stage_bytes
+                sf = sSFA0 + s * self.sf_stage_bytes
+                tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
+                if cutlass.const_expr(split == 1):
+                    self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 4)
+                else:
+                    if part == 0:
+                        self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 2)
+                    else:
+                        self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 2, 4)
                 # every lane's reads of the stage precede its warp's release arrive
                 cute.arch.sync_warp()
                 ab_pipeline.consumer_release(pk_state)
@@ -2562,15 +2572,36 @@ class Sm90Fp4GroupedGemm:
                     tok_state.advance()
 
     @cute.jit
+    def decode_token_words(self, pk, sf, sf_row, tbuf, row, swz, word0: int, word1: int):
+        """Words word0 .. word1 - 1 (static) of the four packed chunks of token row `row` -> the fp16
+        buffer: 4 STS.128 per word, each of (chunk 0..3) P values."""
+        w = [ld_shared_v4(pk + sw64(row, q)) for q in range(4)]
+        sc = []
+        for atom in cutlass.range_constexpr(2):
+            word = self.scale_word(sf + atom * SF_ATOM_BYTES, sf_row)
+            sc.extend(scale_pair_x64(word, Uint32(0)))
+            sc.extend(scale_pair_x64(word, Uint32(16)))
+        for wi in cutlass.range_constexpr(word0, word1):
+            # word wi of every chunk: P indices 4 wi .. 4 wi + 3; chunk q's
+            # K blocks are 2q (words 0, 1) and 2q + 1 (words 2, 3)
+            pq = [decode_e2m1_word(w[q][wi], sc[2 * q + wi // 2]) for q in range(4)]
+            for tt in cutlass.range_constexpr(4):
+                half, chunk = sm90_token_slot(4 * wi + tt)
+                st_shared_v4(tbuf + half * (self.tile_m * 128) + (swz ^ chunk) * 16,
+                             pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+
+    @cute.jit
     def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline, tok_pipeline,
                  mSizes, mPtrs, mSched, num_tiles):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         thr_mma = tiled_mma.get_slice(tidx)
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
-        # (MMA, MMA_M=1, MMA_K=4) fp16 weight fragments for one K-half, written as u32 pairs
-        a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_DECODE_K))
-        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
+        # (MMA, MMA_M=1, MMA_K=8/P) fp16 weight fragments, one per piece of the K-tile,
+        # written as u32 pairs
+        pieces = self.cfg.mma_pieces
+        a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_PACKED_K_TILE // pieces))
+        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(pieces)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
         cC = cute.make_identity_tensor((self.tile_n, self.tile_m))
         tCcC = thr_mma.partition_C(cC)  # (MMA, MMA_M, MMA_N) -> (weight row, token)
@@ -2615,29 +2646,34 @@ class Sm90Fp4GroupedGemm:
                 sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
                 cute.arch.sync_warp()
                 ab_pipeline.consumer_release(pk_state)
-                for half in cutlass.range_constexpr(2):
+                # P pieces per K-tile (P/2 per K-half), each its own fragment: piece p's
+                # wgmmas may still run while pieces p+1 .. p+P-1 are decoded
+                for p in cutlass.range_constexpr(pieces):
+                    half = p // (pieces // 2)
+                    words = 4 // pieces  # packed words per row in this piece
+                    w0 = (p % (pieces // 2)) * words  # first word within the half
                     # the wgmmas that read this fragment (previous K-tile) are done
-                    cute.nvgpu.warpgroup.wait_group(1)
-                    if half == 1:
+                    cute.nvgpu.warpgroup.wait_group(pieces - 1)
+                    if p == pieces - 1:
                         # ... and so are all wgmmas of the previous K-tile: free its tokens
                         if kt > 0:
                             tok_pipeline.consumer_release(rel_state)
                             rel_state.advance()
-                    for wi in cutlass.range_constexpr(2):
-                        word = 2 * half + wi
+                    for wi in cutlass.range_constexpr(words):
+                        word = 2 * half + w0 + wi
                         p0 = decode_e2m1_word(wm0[word], sc_m0[half])
                         p8 = decode_e2m1_word(wm8[word], sc_m8[half])
                         for tt in cutlass.range_constexpr(4):
-                            i = 4 * wi + tt  # P index within the half: step i // 2, slot i % 2
-                            tCrW32[half][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
-                            tCrW32[half][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
-                    if half == 0:
+                            i = 4 * wi + tt  # P index within the piece: step i // 2, slot i % 2
+                            tCrW32[p][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
+                            tCrW32[p][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
+                    if p == 0:
                         tok_pipeline.consumer_wait(tok_state)
                     cute.nvgpu.warpgroup.fence()
                     buf = tok_state.index
-                    for kb in cutlass.range_constexpr(4):
-                        cute.gemm(tiled_mma, acc, tCrW[half][(None, None, kb)],
-                                  tCrT[(None, None, kb, half + 2 * buf)], acc)
+                    for kb in cutlass.range_constexpr(2 * words):
+                        cute.gemm(tiled_mma, acc, tCrW[p][(None, None, kb)],
+                                  tCrT[(None, None, 2 * w0 + kb, half + 2 * buf)], acc)
                     cute.nvgpu.warpgroup.commit_group()
                 pk_state.advance()
                 tok_state.advance()

@@ -89,6 +89,14 @@ def test_sw64_spreads_a_quarter_warp_over_eight_bank_groups():
         assert len(groups) == 8
 
 
+def test_launch_registers():
+    # ptxas budgets whole warpgroups: 13 warps -> 4 WGs (128), 17 warps -> 5 WGs (96)
+    assert S.sm90_launch_registers(416) == 128
+    assert S.sm90_launch_registers(544) == 96
+    assert S.sm90_launch_registers(640) == 96
+    assert S.sm90_launch_registers(128) == 255 // 8 * 8
+
+
 @pytest.mark.parametrize(
     "kw, legal",
     [
@@ -96,6 +104,8 @@ def test_sw64_spreads_a_quarter_warp_over_eight_bank_groups():
         ({"tile_n": 64}, True),
         ({"tile_n": 64, "decode_wgs": 2}, True),
         ({"decode_wgs": 2}, False),  # 5 warpgroups: 96 registers per thread, consumers spill
+        ({"tile_m": 64}, True),
+        ({"tile_m": 64, "decode_wgs": 2}, True),  # 32 accumulators fit in 96 registers
         ({"stages": 1}, False),
         ({"stages": 9}, False),
         ({"token_buffers": 1}, False),
