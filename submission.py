@@ -236,6 +236,28 @@ def build_tile_schedule(
     return [(g, tm, tn) for _, g, tm, tn in tiles]
 
 
+def split_small_tiles(
+    rows: Sequence[tuple[int, int, int]], sizes: Sequence[Sequence[int]], tile_m: int, small_m: int
+) -> tuple[list[tuple[int, int, int]], int]:
+    """(schedule, number of full tiles): the tiles whose used rows exceed small_m first, then
+    those with at most small_m rows (the last M tile of a group, or a whole small group),
+    each phase in its original order. A kernel may run the second phase with a narrower
+    MMA. With CTA i taking entries i, i + P, ... of the concatenation, the second phase
+    continues the first's round robin."""
+    big, small = [], []
+    for g, tm, tn in rows:
+        used = min(tile_m, sizes[g][0] - tm * tile_m)
+        (small if used <= small_m else big).append((g, tm, tn))
+    return big + small, len(big)
+
+
+def second_phase_start(cta, num_full, grid):
+    """CTA `cta`'s first schedule row at or after num_full, so that its second loop continues
+    the round robin (rows cta, cta + grid, ...). Plain arithmetic: runs on host ints and on
+    the kernel's Int32 alike."""
+    return num_full + (cta - num_full % grid + grid) % grid
+
+
 # ======================================================================================
 # 3. Exact torch path (any device)
 # ======================================================================================
@@ -378,7 +400,8 @@ class KernelBackend:
     choose_config(sizes) -> config; can_implement(config, sizes) -> (ok, reason);
     tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
     compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group;
-    grid(config, num_tiles, num_sms) -> CTAs of the persistent launch.
+    grid(config, num_tiles, num_sms) -> CTAs of the persistent launch;
+    small_m(config) -> tiles with at most this many rows go last (split_small_tiles).
     """
 
     name: str
@@ -388,6 +411,7 @@ class KernelBackend:
     compile: Callable
     num_desc: int
     grid: Callable = lambda config, num_tiles, num_sms: persistent_grid(num_tiles, num_sms)
+    small_m: Callable = lambda config: 0  # rows of the narrow second phase (0: none)
 
 
 @dataclasses.dataclass
@@ -395,7 +419,7 @@ class CompiledKernels:
     """Launchers of one compiled config, on torch tensors, on the current stream.
 
     init(ptrs, sizes, tensormaps): writes the per-group TMA descriptors (once per pointers).
-    prepare(sizes, ptrs, tensormaps, schedule, num_tiles, grid) -> launch: binds the kernel
+    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, grid) -> launch: binds the kernel
     arguments once; launch() then runs all groups.
     """
 
@@ -411,6 +435,7 @@ class TileSchedule:
     sizes: torch.Tensor  # (G, 4) int32
     schedule: torch.Tensor  # (T, 3) int32: group, tile index along M, along N
     num_tiles: int
+    num_full: int  # rows [0, num_full) are the first phase (all of them without small_m)
 
 
 @dataclasses.dataclass
@@ -448,7 +473,7 @@ class GroupedGemmRunner:
 
     Caches, all bounded LRU:
       compiled:  (config, num_groups) -> CompiledKernels
-      schedules: (sizes, tile shape) -> TileSchedule
+      schedules: (sizes, tile shape, small_m) -> TileSchedule
       pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
       calls:     ids of the call's tensors and its sizes -> CallEntry
     No cache holds anything derived from input values, nor a reference that keeps an
@@ -506,9 +531,10 @@ class GroupedGemmRunner:
             (config, len(sizes)), lambda: b.compile(config, len(sizes))
         )
         tile_m, tile_n = b.tile_shape(config)
+        small_m = b.small_m(config)
         sched = self.schedules.get_or_create(
-            (sizes, tile_m, tile_n),
-            lambda: self._make_schedule(sizes, tile_m, tile_n, problem.device),
+            (sizes, tile_m, tile_n, small_m),
+            lambda: self._make_schedule(sizes, tile_m, tile_n, small_m, problem.device),
         )
         ptrs = group_pointers(data, problem.sizes)
         table = self.pointers.get_or_create(
@@ -521,12 +547,16 @@ class GroupedGemmRunner:
         table.launch()
         return [abc[2] for abc in data[0]]
 
-    def _make_schedule(self, sizes, tile_m, tile_n, device) -> TileSchedule:
+    def _make_schedule(self, sizes, tile_m, tile_n, small_m, device) -> TileSchedule:
         rows = build_tile_schedule(sizes, tile_m, tile_n)
+        num_full = len(rows)
+        if small_m:
+            rows, num_full = split_small_tiles(rows, sizes, tile_m, small_m)
         return TileSchedule(
             sizes=torch.tensor(sizes, dtype=torch.int32, device=device),
             schedule=torch.tensor(rows, dtype=torch.int32, device=device).reshape(-1, 3),
             num_tiles=len(rows),
+            num_full=num_full,
         )
 
     def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
@@ -535,7 +565,7 @@ class GroupedGemmRunner:
         tensormaps = torch.zeros((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
         compiled.init(ptr_dev, sched.sizes, tensormaps)
         grid = self.backend.grid(config, sched.num_tiles, self.num_sms)
-        launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched.schedule, sched.num_tiles, grid)
+        launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, grid)
         return PointerTable(ptr_dev, tensormaps, launch)
 
     def _remember_call(self, key, data, table) -> None:
@@ -1941,10 +1971,10 @@ def compile_sm100(config: Sm100Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, desc_align), current_stream(sizes.device.index),
         )
 
-    def prepare(sizes, ptrs, tensormaps, schedule, num_tiles, grid):
+    def prepare(sizes, ptrs, tensormaps, sched, grid):
         args = (
-            device_ptr(sizes, cutlass.Int32), device_ptr(schedule, cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(num_tiles), Int32(grid),
+            device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
+            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.num_tiles), Int32(grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 
@@ -1987,6 +2017,7 @@ class Sm90Config:
     token_buffers: int = 3  # decoded token K-tiles the decode warpgroups may run ahead
     decode_wgs: int = 1  # token-decode warpgroups; with 2 they take alternate K-tiles
     mma_pieces: int = 2  # wgmma groups per K-tile; P - 1 stay in flight while one decodes
+    small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
     swap_ab: bool = True  # only the swap-AB mapping is implemented
 
     @property
@@ -2015,8 +2046,13 @@ def sm90_max_stages(cfg: Sm90Config) -> int:
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    # tile_m: one token row per thread of the decode warpgroup
-    return cfg.tile_n in (64, 128) and cfg.tile_m in (64, 128)
+    # tile_m: one token row per thread of the decode warpgroup (two threads at 64 rows);
+    # small_m: 0 (off) or half a 128-row tile
+    return (
+        cfg.tile_n in (64, 128)
+        and cfg.tile_m in (64, 128)
+        and (cfg.small_m == 0 or (cfg.tile_m == 128 and cfg.small_m == 64))
+    )
 
 
 def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
@@ -2365,6 +2401,19 @@ class Sm90Fp4GroupedGemm:
             atom, (self.tile_m, SM90_DECODE_K, 2 * self.token_buffers), order=(0, 1, 2)
         )
 
+    def _tiled_mma(self, tokens: int):
+        """wgmma 64 weight rows x `tokens` per consumer warpgroup, A (weights) from registers."""
+        return sm90_utils.make_trivial_tiled_mma(
+            cutlass.Float16,
+            cutlass.Float16,
+            cute.nvgpu.warpgroup.OperandMajorMode.K,
+            cute.nvgpu.warpgroup.OperandMajorMode.K,
+            cutlass.Float32,
+            (self.num_wgs, 1, 1),
+            tiler_mn=(64, tokens),
+            a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
+        )
+
     @cute.jit
     def __call__(
         self,
@@ -2373,19 +2422,13 @@ class Sm90Fp4GroupedGemm:
         sched_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
         num_tiles: Int32,
+        num_full: Int32,
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            cutlass.Float16,
-            cutlass.Float16,
-            cute.nvgpu.warpgroup.OperandMajorMode.K,
-            cute.nvgpu.warpgroup.OperandMajorMode.K,
-            cutlass.Float32,
-            (self.num_wgs, 1, 1),
-            tiler_mn=(64, self.tile_m),
-            a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
-        )
+        tiled_mma = self._tiled_mma(self.tile_m)
+        # the second phase's narrower MMA (tiles of at most small_m tokens)
+        small_mma = self._tiled_mma(self.cfg.small_m or self.tile_m)
         sT_layout = self._token_layout()  # tokens: wgmma B
 
         @cute.struct
@@ -2410,7 +2453,8 @@ class Sm90Fp4GroupedGemm:
 
         self.shared_storage = SharedStorage
         self.kernel(
-            tiled_mma, sT_layout, sizes_ptr, ptrs_ptr, sched_ptr, tmaps_ptr, num_tiles
+            tiled_mma, small_mma, sT_layout, sizes_ptr, ptrs_ptr, sched_ptr, tmaps_ptr,
+            num_tiles, num_full,
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.threads, 1, 1],
@@ -2422,12 +2466,14 @@ class Sm90Fp4GroupedGemm:
     def kernel(
         self,
         tiled_mma: cute.TiledMma,
+        small_mma: cute.TiledMma,
         sT_layout: cute.ComposedLayout,
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
         sched_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
         num_tiles: Int32,
+        num_full: Int32,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -2460,10 +2506,10 @@ class Sm90Fp4GroupedGemm:
         if warp_idx >= self.decode_warp0 and warp_idx < self.producer_warp:
             dtid = tidx - self.num_consumer_threads
             self.token_decoder(dtid % 128, dtid // 128, storage, ab_pipeline, tok_pipeline,
-                               mSizes, mSched, num_tiles)
+                               mSizes, mSched, num_tiles, num_full)
         if warp_idx < self.decode_warp0:
-            self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline, tok_pipeline,
-                          mSizes, mPtrs, mSched, num_tiles)
+            self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
+                          tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full)
 
     @cute.jit
     def producer(self, storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles):
@@ -2519,57 +2565,72 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def token_decoder(self, dtid, dwg, storage, ab_pipeline, tok_pipeline, mSizes, mSched,
-                      num_tiles):
+                      num_tiles, num_full):
         """Decode WG: packed token rows -> the fp16 ring, in the permuted K order of
         sm90_logical_k. Thread dtid owns token row dtid: four swizzled 16-byte chunk loads,
         then 16 STS.128 of (chunk 0..3) P values; eight consecutive rows per quarter warp
         hit eight distinct 16-byte bank groups on both sides. Decode WG dwg takes the K-tiles
-        kt % decode_wgs == dwg: its pipeline states step over the others' stages and buffers."""
-        sA0 = storage.sPkA.data_ptr().toint()
-        sSFA0 = storage.sSFA.data_ptr().toint()
-        dT0 = storage.sDecT.data_ptr().toint()
+        kt % decode_wgs == dwg: its pipeline states step over the others' stages and buffers.
+        Tiles of the second phase decode only their small_m rows, two threads per row."""
         pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.token_buffers)
         for _ in cutlass.range_constexpr(self.decode_wgs - 1):
             if dwg == 1:
                 pk_state.advance()
                 tok_state.advance()
-        # tile_m = 64: two threads per token row, each decoding two of the four words of
-        # every chunk (warps 0-1 words 0-1, warps 2-3 words 2-3), so no decode warp idles
-        split = 128 // self.tile_m
-        row = dtid % self.tile_m
-        part = dtid // self.tile_m
-        swz = row % 8
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
-        for t in cutlass.range(bidx, num_tiles, gdim, unroll=1):
-            g = mSched[0, t]
-            tm = mSched[1, t]
-            k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
-            sf_row = (tm * self.tile_m) % 128 + row
-            for _kt in cutlass.range(k_tiles // self.decode_wgs, unroll=1):
-                ab_pipeline.consumer_wait(pk_state)
-                tok_pipeline.producer_acquire(tok_state)
-                s = pk_state.index
-                pk = sA0 + s * self.a_stage_bytes
-                sf = sSFA0 + s * self.sf_stage_bytes
-                tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
-                if cutlass.const_expr(split == 1):
-                    self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 4)
+        for t in cutlass.range(bidx, num_full, gdim, unroll=1):
+            pk_state, tok_state = self.decode_tile(t, self.tile_m, dtid, storage, ab_pipeline, tok_pipeline,
+                             pk_state, tok_state, mSizes, mSched)
+        if cutlass.const_expr(self.cfg.small_m > 0):
+            for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
+                pk_state, tok_state = self.decode_tile(t, self.cfg.small_m, dtid, storage, ab_pipeline, tok_pipeline,
+                                 pk_state, tok_state, mSizes, mSched)
+
+    @cute.jit
+    def decode_tile(self, t, rows: int, dtid, storage, ab_pipeline, tok_pipeline, pk_state,
+                    tok_state, mSizes, mSched):
+        """All K-tiles of schedule row t, `rows` (static) token rows of it: with 64 rows
+        two threads share a row, each decoding two of the four words of every chunk (warps
+        0-1 words 0-1, warps 2-3 words 2-3), so no decode warp idles."""
+        sA0 = storage.sPkA.data_ptr().toint()
+        sSFA0 = storage.sSFA.data_ptr().toint()
+        dT0 = storage.sDecT.data_ptr().toint()
+        split = 128 // rows
+        row = dtid % rows
+        part = dtid // rows
+        swz = row % 8
+        g = mSched[0, t]
+        tm = mSched[1, t]
+        k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
+        sf_row = (tm * self.tile_m) % 128 + row
+        for _kt in cutlass.range(k_tiles // self.decode_wgs, unroll=1):
+            ab_pipeline.consumer_wait(pk_state)
+            tok_pipeline.producer_acquire(tok_state)
+            s = pk_state.index
+            pk = sA0 + s * self.a_stage_bytes
+            sf = sSFA0 + s * self.sf_stage_bytes
+            tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
+            if cutlass.const_expr(split == 1):
+                self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 4)
+            else:
+                if part == 0:
+                    self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 2)
                 else:
-                    if part == 0:
-                        self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 2)
-                    else:
-                        self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 2, 4)
-                # every lane's reads of the stage precede its warp's release arrive
-                cute.arch.sync_warp()
-                ab_pipeline.consumer_release(pk_state)
-                # generic-proxy smem writes -> wgmma's async-proxy reads
-                cute.arch.fence_proxy("async.shared", space="cta")
-                tok_pipeline.producer_commit(tok_state)
-                for _ in cutlass.range_constexpr(self.decode_wgs):
-                    pk_state.advance()
-                    tok_state.advance()
+                    self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 2, 4)
+            # every lane's reads of the stage precede its warp's release arrive
+            cute.arch.sync_warp()
+            ab_pipeline.consumer_release(pk_state)
+            # generic-proxy smem writes -> wgmma's async-proxy reads
+            cute.arch.fence_proxy("async.shared", space="cta")
+            tok_pipeline.producer_commit(tok_state)
+            for _ in cutlass.range_constexpr(self.decode_wgs):
+                pk_state.advance()
+                tok_state.advance()
+        # returned, and reassigned by the caller: that is what makes the DSL carry the
+        # states through the caller's loop (a mutation inside a call is not seen there)
+        return pk_state, tok_state
 
     @cute.jit
     def decode_token_words(self, pk, sf, sf_row, tbuf, row, swz, word0: int, word1: int):
@@ -2591,9 +2652,32 @@ class Sm90Fp4GroupedGemm:
                              pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
 
     @cute.jit
-    def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline, tok_pipeline,
-                 mSizes, mPtrs, mSched, num_tiles):
+    def consumer(self, tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
+                 tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
+        full = self.mma_operands(tiled_mma, sT, tidx, self.tile_m)
+        pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
+        rel_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
+        bidx, _, _ = cute.arch.block_idx()
+        gdim, _, _ = cute.arch.grid_dim()
+        for t in cutlass.range(bidx, num_full, gdim, unroll=1):
+            pk_state, tok_state, rel_state = self.consume_tile(t, tidx, tiled_mma, *full, storage, ab_pipeline, tok_pipeline,
+                              pk_state, tok_state, rel_state, mSizes, mPtrs, mSched)
+        if cutlass.const_expr(self.cfg.small_m > 0):
+            # the first small_m rows of every token buffer, read by an N = small_m wgmma
+            sT_small = cute.local_tile(
+                sT, (self.cfg.small_m, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0)
+            )
+            small = self.mma_operands(small_mma, sT_small, tidx, self.cfg.small_m)
+            for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
+                pk_state, tok_state, rel_state = self.consume_tile(t, tidx, small_mma, *small, storage, ab_pipeline,
+                                  tok_pipeline, pk_state, tok_state, rel_state, mSizes, mPtrs,
+                                  mSched)
+
+    @cute.jit
+    def mma_operands(self, tiled_mma, sT, tidx, tokens: int):
+        """This thread's wgmma operands for tiles of `tokens` (static) token columns."""
         thr_mma = tiled_mma.get_slice(tidx)
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
@@ -2603,84 +2687,85 @@ class Sm90Fp4GroupedGemm:
         a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_PACKED_K_TILE // pieces))
         tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(pieces)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
-        cC = cute.make_identity_tensor((self.tile_n, self.tile_m))
+        cC = cute.make_identity_tensor((self.tile_n, tokens))
         tCcC = thr_mma.partition_C(cC)  # (MMA, MMA_M, MMA_N) -> (weight row, token)
         acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
+        return tCrT, tCrW, tCrW32, tCcC, acc
 
+    @cute.jit
+    def consume_tile(self, t, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc, storage,
+                     ab_pipeline, tok_pipeline, pk_state, tok_state, rel_state, mSizes, mPtrs,
+                     mSched):
+        """All K-tiles of schedule row t, then its epilogue."""
         sB0 = storage.sPkB.data_ptr().toint()
         sSFB0 = storage.sSFB.data_ptr().toint()
-
         # this thread's weight rows (wgmma A fragment rows m and m + 8) and K chunk q
         wg = tidx // 128
         lane = tidx % 32
         q = lane % 4
         w_row = wg * 64 + ((tidx % 128) // 32) * 16 + lane // 4
+        pieces = self.cfg.mma_pieces
 
-        pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
-        rel_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
-        bidx, _, _ = cute.arch.block_idx()
-        gdim, _, _ = cute.arch.grid_dim()
-        for t in cutlass.range(bidx, num_tiles, gdim, unroll=1):
-            g = mSched[0, t]
-            tm = mSched[1, t]
-            tn = mSched[2, t]
-            m = mSizes[0, g]
-            n = mSizes[1, g]
-            k = mSizes[2, g]
-            k_tiles = k // SM90_PACKED_K_TILE
-            row_a = tm * self.tile_m
-            row_b = tn * self.tile_n
-            sf_m0 = row_b % 128 + w_row
-            acc.fill(0.0)
-            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            for kt in cutlass.range(k_tiles, unroll=1):
-                ab_pipeline.consumer_wait(pk_state)
-                s = pk_state.index
-                # own weight rows: one 16-byte chunk (K 32q .. 32q+31) per row + its scales
-                pkB = sB0 + s * self.b_stage_bytes
-                wm0 = ld_shared_v4(pkB + sw64(w_row, q))
-                wm8 = ld_shared_v4(pkB + sw64(w_row + 8, q))
-                sfB = sSFB0 + s * self.sf_stage_bytes + (q // 2) * SF_ATOM_BYTES
-                sc_m0 = scale_pair_x64(self.scale_word(sfB, sf_m0), Uint32(16) * Uint32(q % 2))
-                sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
-                cute.arch.sync_warp()
-                ab_pipeline.consumer_release(pk_state)
-                # P pieces per K-tile (P/2 per K-half), each its own fragment: piece p's
-                # wgmmas may still run while pieces p+1 .. p+P-1 are decoded
-                for p in cutlass.range_constexpr(pieces):
-                    half = p // (pieces // 2)
-                    words = 4 // pieces  # packed words per row in this piece
-                    w0 = (p % (pieces // 2)) * words  # first word within the half
-                    # the wgmmas that read this fragment (previous K-tile) are done
-                    cute.nvgpu.warpgroup.wait_group(pieces - 1)
-                    if p == pieces - 1:
-                        # ... and so are all wgmmas of the previous K-tile: free its tokens
-                        if kt > 0:
-                            tok_pipeline.consumer_release(rel_state)
-                            rel_state.advance()
-                    for wi in cutlass.range_constexpr(words):
-                        word = 2 * half + w0 + wi
-                        p0 = decode_e2m1_word(wm0[word], sc_m0[half])
-                        p8 = decode_e2m1_word(wm8[word], sc_m8[half])
-                        for tt in cutlass.range_constexpr(4):
-                            i = 4 * wi + tt  # P index within the piece: step i // 2, slot i % 2
-                            tCrW32[p][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
-                            tCrW32[p][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
-                    if p == 0:
-                        tok_pipeline.consumer_wait(tok_state)
-                    cute.nvgpu.warpgroup.fence()
-                    buf = tok_state.index
-                    for kb in cutlass.range_constexpr(2 * words):
-                        cute.gemm(tiled_mma, acc, tCrW[p][(None, None, kb)],
-                                  tCrT[(None, None, 2 * w0 + kb, half + 2 * buf)], acc)
-                    cute.nvgpu.warpgroup.commit_group()
-                pk_state.advance()
-                tok_state.advance()
-            cute.nvgpu.warpgroup.wait_group(0)
-            tok_pipeline.consumer_release(rel_state)
-            rel_state.advance()
-            self.epilogue(acc, tCcC, mPtrs[4, g], m, n, row_a, row_b)
+        g = mSched[0, t]
+        tm = mSched[1, t]
+        tn = mSched[2, t]
+        m = mSizes[0, g]
+        n = mSizes[1, g]
+        k = mSizes[2, g]
+        k_tiles = k // SM90_PACKED_K_TILE
+        row_a = tm * self.tile_m
+        row_b = tn * self.tile_n
+        sf_m0 = row_b % 128 + w_row
+        acc.fill(0.0)
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        for kt in cutlass.range(k_tiles, unroll=1):
+            ab_pipeline.consumer_wait(pk_state)
+            s = pk_state.index
+            # own weight rows: one 16-byte chunk (K 32q .. 32q+31) per row + its scales
+            pkB = sB0 + s * self.b_stage_bytes
+            wm0 = ld_shared_v4(pkB + sw64(w_row, q))
+            wm8 = ld_shared_v4(pkB + sw64(w_row + 8, q))
+            sfB = sSFB0 + s * self.sf_stage_bytes + (q // 2) * SF_ATOM_BYTES
+            sc_m0 = scale_pair_x64(self.scale_word(sfB, sf_m0), Uint32(16) * Uint32(q % 2))
+            sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
+            cute.arch.sync_warp()
+            ab_pipeline.consumer_release(pk_state)
+            # P pieces per K-tile (P/2 per K-half), each its own fragment: piece p's
+            # wgmmas may still run while pieces p+1 .. p+P-1 are decoded
+            for p in cutlass.range_constexpr(pieces):
+                half = p // (pieces // 2)
+                words = 4 // pieces  # packed words per row in this piece
+                w0 = (p % (pieces // 2)) * words  # first word within the half
+                # the wgmmas that read this fragment (previous K-tile) are done
+                cute.nvgpu.warpgroup.wait_group(pieces - 1)
+                if p == pieces - 1:
+                    # ... and so are all wgmmas of the previous K-tile: free its tokens
+                    if kt > 0:
+                        tok_pipeline.consumer_release(rel_state)
+                        rel_state.advance()
+                for wi in cutlass.range_constexpr(words):
+                    word = 2 * half + w0 + wi
+                    p0 = decode_e2m1_word(wm0[word], sc_m0[half])
+                    p8 = decode_e2m1_word(wm8[word], sc_m8[half])
+                    for tt in cutlass.range_constexpr(4):
+                        i = 4 * wi + tt  # P index within the piece: step i // 2, slot i % 2
+                        tCrW32[p][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
+                        tCrW32[p][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
+                if p == 0:
+                    tok_pipeline.consumer_wait(tok_state)
+                cute.nvgpu.warpgroup.fence()
+                buf = tok_state.index
+                for kb in cutlass.range_constexpr(2 * words):
+                    cute.gemm(tiled_mma, acc, tCrW[p][(None, None, kb)],
+                              tCrT[(None, None, 2 * w0 + kb, half + 2 * buf)], acc)
+                cute.nvgpu.warpgroup.commit_group()
+            pk_state.advance()
+            tok_state.advance()
+        cute.nvgpu.warpgroup.wait_group(0)
+        tok_pipeline.consumer_release(rel_state)
+        rel_state.advance()
+        self.epilogue(acc, tCcC, mPtrs[4, g], m, n, row_a, row_b)
+        return pk_state, tok_state, rel_state  # reassigned by the caller, see decode_tile
 
     @cute.jit
     def epilogue(self, acc, tCcC, c_addr, m, n, row_a, row_b):
@@ -2719,7 +2804,7 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
     gemm_fn = cute.compile(
         op,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int32),
-        fake_ptr(cutlass.Int64, 128), Int32(1), Int32(1), stream,
+        fake_ptr(cutlass.Int64, 128), Int32(1), Int32(1), Int32(1), stream,
     )
 
     def init(ptrs, sizes, tensormaps):
@@ -2728,11 +2813,11 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, 128), current_stream(sizes.device.index),
         )
 
-    def prepare(sizes, ptrs, tensormaps, schedule, num_tiles, grid):
+    def prepare(sizes, ptrs, tensormaps, sched, grid):
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(schedule, cutlass.Int32), device_ptr(tensormaps, cutlass.Int64, 128),
-            Int32(num_tiles), Int32(grid),
+            device_ptr(sched.schedule, cutlass.Int32), device_ptr(tensormaps, cutlass.Int64, 128),
+            Int32(sched.num_tiles), Int32(sched.num_full), Int32(grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 
@@ -2748,6 +2833,7 @@ def sm90_backend() -> KernelBackend:
         compile=compile_sm90,
         num_desc=SM90_NUM_DESC,
         grid=lambda cfg, tiles, sms: persistent_grid(tiles, sms),
+        small_m=lambda cfg: cfg.small_m,
     )
 
 

@@ -76,6 +76,25 @@ def test_edge_shapes(case):
     _assert_kernel_ran()
 
 
+@pytest.mark.parametrize("num_sms", [1, 3])
+def test_many_tiles_per_cta_both_phases(num_sms):
+    """A tiny persistent grid: every CTA walks many tiles of both schedule phases (full
+    tiles, then <= small_m-row tiles), so pipeline state must carry across tiles and
+    phases. A kernel that loses it hangs or is wrong here, not on small task shapes."""
+    if _kernel_path() not in ("sm90", "sm100"):
+        pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
+    data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
+    expected = reference.ref_kernel(_clone(data))
+    problem = submission.validate_inputs(data)
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[_kernel_path()](), num_sms=num_sms)
+    config, reason = runner.plan(problem)
+    assert config is not None, reason
+    out = runner.run(data, problem, config)
+    torch.cuda.synchronize()
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
 def test_bitwise_deterministic():
     data = reference.generate_input(m=(80, 176), n=(4096, 4096), k=(7168, 7168), g=2, seed=3)
     first = [c.clone() for c in submission.custom_kernel(data)]

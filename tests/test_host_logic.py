@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import submission
-from submission import LruCache, build_tile_schedule, ceil_div, tiles_per_group
+from submission import LruCache, build_tile_schedule, ceil_div, split_small_tiles, tiles_per_group
 
 
 def _random_sizes(rng, groups):
@@ -43,6 +43,44 @@ def test_schedule_orders_by_descending_work():
 def test_schedule_m1_and_empty_groups():
     assert build_tile_schedule([(1, 128, 256, 1)], 128, 128) == [(0, 0, 0)]
     assert build_tile_schedule([(0, 128, 256, 1), (1, 256, 256, 1)], 128, 128) == [(1, 0, 0), (1, 0, 1)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_split_small_tiles_keeps_every_tile_and_puts_small_ones_last(seed):
+    rng = random.Random(seed)
+    sizes = _random_sizes(rng, rng.choice([1, 2, 8, 64]))
+    rows = build_tile_schedule(sizes, 128, 128)
+    split, num_full = split_small_tiles(rows, sizes, 128, 64)
+    assert sorted(split) == sorted(rows)  # a permutation: every tile exactly once
+    used = [min(128, sizes[g][0] - tm * 128) for g, tm, _ in split]
+    assert all(u > 64 for u in used[:num_full]) and all(u <= 64 for u in used[num_full:])
+    # each phase keeps the schedule's order (descending work)
+    order = {r: i for i, r in enumerate(rows)}
+    for phase in (split[:num_full], split[num_full:]):
+        assert [order[r] for r in phase] == sorted(order[r] for r in phase)
+
+
+def test_split_small_tiles_benchmark_shape():
+    # G=8 N=4096: the last M tiles of M = 176, 160 and the M = 64 group use <= 64 rows
+    sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
+    rows = build_tile_schedule(sizes, 128, 128)
+    split, num_full = split_small_tiles(rows, sizes, 128, 64)
+    assert len(split) == 11 * 32 and len(split) - num_full == 3 * 32
+    assert {g for g, _, _ in split[num_full:]} == {1, 4, 7}
+
+
+def test_second_phase_continues_the_round_robin():
+    # CTA b takes rows b, b + P, ...; the kernel's second loop starts at the first row
+    # >= num_full that is b mod P
+    for num_full, total, grid in [(0, 5, 3), (7, 20, 4), (8, 8, 4), (130, 300, 132)]:
+        seen = []
+        for b in range(grid):
+            start = submission.second_phase_start(b, num_full, grid)
+            first = list(range(b, num_full, grid))
+            second = list(range(start, total, grid))
+            assert all(t % grid == b for t in first + second)
+            seen += first + second
+        assert sorted(seen) == list(range(total))
 
 
 def test_lru_cache_bounded_and_counts():

@@ -104,8 +104,10 @@ def test_launch_registers():
         ({"tile_n": 64}, True),
         ({"tile_n": 64, "decode_wgs": 2}, True),
         ({"decode_wgs": 2}, False),  # 5 warpgroups: 96 registers per thread, consumers spill
-        ({"tile_m": 64}, True),
-        ({"tile_m": 64, "decode_wgs": 2}, True),  # 32 accumulators fit in 96 registers
+        ({"tile_m": 64, "small_m": 0}, True),
+        ({"tile_m": 64, "small_m": 0, "decode_wgs": 2}, True),  # 32 accumulators fit in 96 registers
+        ({"tile_m": 64}, False),  # the narrow second phase needs 128-row tiles
+        ({"small_m": 32}, False),
         ({"stages": 1}, False),
         ({"stages": 9}, False),
         ({"token_buffers": 1}, False),

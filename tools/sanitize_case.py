@@ -1,5 +1,9 @@
-"""One small custom_kernel call checked against the reference, for compute-sanitizer:
+"""Two small cases checked bit-exactly against the reference, for compute-sanitizer:
     compute-sanitizer --tool memcheck python tools/sanitize_case.py
+
+1. custom_kernel on G = 2 (M = 40 / 129): one tile per CTA, both schedule phases.
+2. G = 4 through a runner with a 2-CTA grid: each CTA walks many tiles of both phases, so
+   the pipelines' state crosses tile and phase boundaries under the sanitizer.
 """
 
 import sys
@@ -12,10 +16,33 @@ import torch  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 
-data = reference.generate_input(m=(40, 129), n=(256, 128), k=(256, 512), g=2, seed=3)
-expected = [c.clone() for c in reference.ref_kernel(([tuple(t.clone() for t in g) for g in data[0]], data[1], data[2], data[3]))]
-out = submission.custom_kernel(data)
-torch.cuda.synchronize()
-ok = all(torch.equal(o, e) for o, e in zip(out, expected))
-print("path", submission.select_path(torch.device("cuda")), "bit-exact" if ok else "MISMATCH")
+
+def expected_of(data):
+    return [c.clone() for c in reference.ref_kernel(([tuple(t.clone() for t in g) for g in data[0]], data[1], data[2], data[3]))]
+
+
+def case_custom_kernel():
+    data = reference.generate_input(m=(40, 129), n=(256, 128), k=(256, 512), g=2, seed=3)
+    expected = expected_of(data)
+    return submission.custom_kernel(data), expected
+
+
+def case_small_grid():
+    data = reference.generate_input(m=(40, 200, 129, 64), n=(256, 256, 128, 128), k=(512, 256, 256, 256), g=4, seed=5)
+    expected = expected_of(data)
+    path = submission.select_path(torch.device("cuda"))
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[path](), num_sms=2)
+    problem = submission.validate_inputs(data)
+    config, reason = runner.plan(problem)
+    assert config is not None, reason
+    return runner.run(data, problem, config), expected
+
+
+ok = True
+for case in (case_custom_kernel, case_small_grid):
+    out, expected = case()
+    torch.cuda.synchronize()
+    exact = all(torch.equal(o, e) for o, e in zip(out, expected))
+    ok &= exact
+    print(case.__name__, "path", submission.select_path(torch.device("cuda")), "bit-exact" if exact else "MISMATCH")
 sys.exit(0 if ok else 1)
