@@ -2302,6 +2302,11 @@ class Sm90Fp4GroupedGemm:
     warp 4W+4D (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
     Every hand-off is an mbarrier, so no warp waits for a CTA-wide barrier. One CTA per SM
     (about 171 KB of smem with the default config).
+
+    Two phases over the schedule (split_small_tiles): first the tiles that use more than
+    small_m token rows, then those with at most small_m, which the decoder decodes with
+    two threads per row and the consumers multiply at wgmma N = small_m. The producer
+    loads both alike.
     """
 
     def __init__(self, config: Sm90Config, num_groups: int):
