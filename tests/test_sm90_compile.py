@@ -28,7 +28,9 @@ def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "cfg", [{}, {"tile_n": 64}, {"tile_n": 64, "decode_wgs": 2}], ids=["default", "tile_n64", "tile_n64_decode2"]
+    "cfg",
+    [{}, {"small_m": 0}, {"tile_n": 64}, {"tile_n": 64, "decode_wgs": 2}],
+    ids=["default", "one_phase", "tile_n64", "tile_n64_decode2"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     ptx = _compile_and_dump(tmp_path, cfg)
