@@ -2586,12 +2586,16 @@ class Sm90Fp4GroupedGemm:
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
         for t in cutlass.range(bidx, num_full, gdim, unroll=1):
-            pk_state, tok_state = self.decode_tile(t, self.tile_m, dtid, storage, ab_pipeline, tok_pipeline,
-                             pk_state, tok_state, mSizes, mSched)
+            pk_state, tok_state = self.decode_tile(
+                t, self.tile_m, dtid, storage, ab_pipeline, tok_pipeline, pk_state, tok_state,
+                mSizes, mSched,
+            )
         if cutlass.const_expr(self.cfg.small_m > 0):
             for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
-                pk_state, tok_state = self.decode_tile(t, self.cfg.small_m, dtid, storage, ab_pipeline, tok_pipeline,
-                                 pk_state, tok_state, mSizes, mSched)
+                pk_state, tok_state = self.decode_tile(
+                    t, self.cfg.small_m, dtid, storage, ab_pipeline, tok_pipeline, pk_state,
+                    tok_state, mSizes, mSched,
+                )
 
     @cute.jit
     def decode_tile(self, t, rows: int, dtid, storage, ab_pipeline, tok_pipeline, pk_state,
@@ -2667,8 +2671,10 @@ class Sm90Fp4GroupedGemm:
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
         for t in cutlass.range(bidx, num_full, gdim, unroll=1):
-            pk_state, tok_state, rel_state = self.consume_tile(t, tidx, tiled_mma, *full, storage, ab_pipeline, tok_pipeline,
-                              pk_state, tok_state, rel_state, mSizes, mPtrs, mSched)
+            pk_state, tok_state, rel_state = self.consume_tile(
+                t, tidx, tiled_mma, *full, storage, ab_pipeline, tok_pipeline, pk_state,
+                tok_state, rel_state, mSizes, mPtrs, mSched,
+            )
         if cutlass.const_expr(self.cfg.small_m > 0):
             # the first small_m rows of every token buffer, read by an N = small_m wgmma
             sT_small = cute.local_tile(
@@ -2676,9 +2682,10 @@ class Sm90Fp4GroupedGemm:
             )
             small = self.mma_operands(small_mma, sT_small, tidx, self.cfg.small_m)
             for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
-                pk_state, tok_state, rel_state = self.consume_tile(t, tidx, small_mma, *small, storage, ab_pipeline,
-                                  tok_pipeline, pk_state, tok_state, rel_state, mSizes, mPtrs,
-                                  mSched)
+                pk_state, tok_state, rel_state = self.consume_tile(
+                    t, tidx, small_mma, *small, storage, ab_pipeline, tok_pipeline, pk_state,
+                    tok_state, rel_state, mSizes, mPtrs, mSched,
+                )
 
     @cute.jit
     def mma_operands(self, tiled_mma, sT, tidx, tokens: int):
