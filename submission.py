@@ -2016,7 +2016,6 @@ class Sm90Config:
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles the decode warpgroups may run ahead
     decode_wgs: int = 1  # token-decode warpgroups; with 2 they take alternate K-tiles
-    mma_pieces: int = 2  # wgmma groups per K-tile; P - 1 stay in flight while one decodes
     small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
     swap_ab: bool = True  # only the swap-AB mapping is implemented
 
@@ -2061,7 +2060,7 @@ def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
 
 def sm90_is_valid_mapping(cfg: Sm90Config) -> bool:
     # K is a multiple of 256, so each tile has an even number of 128-K tiles to alternate
-    return cfg.swap_ab and cfg.decode_wgs in (1, 2) and cfg.mma_pieces in (2, 4)
+    return cfg.swap_ab and cfg.decode_wgs in (1, 2)
 
 
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
@@ -2693,11 +2692,9 @@ class Sm90Fp4GroupedGemm:
         thr_mma = tiled_mma.get_slice(tidx)
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
-        # (MMA, MMA_M=1, MMA_K=8/P) fp16 weight fragments, one per piece of the K-tile,
-        # written as u32 pairs
-        pieces = self.cfg.mma_pieces
-        a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_PACKED_K_TILE // pieces))
-        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(pieces)]
+        # (MMA, MMA_M=1, MMA_K=4) fp16 weight fragments for one K-half, written as u32 pairs
+        a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_DECODE_K))
+        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
         cC = cute.make_identity_tensor((self.tile_n, tokens))
         tCcC = thr_mma.partition_C(cC)  # (MMA, MMA_M, MMA_N) -> (weight row, token)
@@ -2716,7 +2713,6 @@ class Sm90Fp4GroupedGemm:
         lane = tidx % 32
         q = lane % 4
         w_row = wg * 64 + ((tidx % 128) // 32) * 16 + lane // 4
-        pieces = self.cfg.mma_pieces
 
         g = mSched[0, t]
         tm = mSched[1, t]
@@ -2742,34 +2738,29 @@ class Sm90Fp4GroupedGemm:
             sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
             cute.arch.sync_warp()
             ab_pipeline.consumer_release(pk_state)
-            # P pieces per K-tile (P/2 per K-half), each its own fragment: piece p's
-            # wgmmas may still run while pieces p+1 .. p+P-1 are decoded
-            for p in cutlass.range_constexpr(pieces):
-                half = p // (pieces // 2)
-                words = 4 // pieces  # packed words per row in this piece
-                w0 = (p % (pieces // 2)) * words  # first word within the half
+            for half in cutlass.range_constexpr(2):
                 # the wgmmas that read this fragment (previous K-tile) are done
-                cute.nvgpu.warpgroup.wait_group(pieces - 1)
-                if p == pieces - 1:
+                cute.nvgpu.warpgroup.wait_group(1)
+                if half == 1:
                     # ... and so are all wgmmas of the previous K-tile: free its tokens
                     if kt > 0:
                         tok_pipeline.consumer_release(rel_state)
                         rel_state.advance()
-                for wi in cutlass.range_constexpr(words):
-                    word = 2 * half + w0 + wi
+                for wi in cutlass.range_constexpr(2):
+                    word = 2 * half + wi
                     p0 = decode_e2m1_word(wm0[word], sc_m0[half])
                     p8 = decode_e2m1_word(wm8[word], sc_m8[half])
                     for tt in cutlass.range_constexpr(4):
-                        i = 4 * wi + tt  # P index within the piece: step i // 2, slot i % 2
-                        tCrW32[p][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
-                        tCrW32[p][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
-                if p == 0:
+                        i = 4 * wi + tt  # P index within the half: step i // 2, slot i % 2
+                        tCrW32[half][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
+                        tCrW32[half][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
+                if half == 0:
                     tok_pipeline.consumer_wait(tok_state)
                 cute.nvgpu.warpgroup.fence()
                 buf = tok_state.index
-                for kb in cutlass.range_constexpr(2 * words):
-                    cute.gemm(tiled_mma, acc, tCrW[p][(None, None, kb)],
-                              tCrT[(None, None, 2 * w0 + kb, half + 2 * buf)], acc)
+                for kb in cutlass.range_constexpr(4):
+                    cute.gemm(tiled_mma, acc, tCrW[half][(None, None, kb)],
+                              tCrT[(None, None, kb, half + 2 * buf)], acc)
                 cute.nvgpu.warpgroup.commit_group()
             pk_state.advance()
             tok_state.advance()
