@@ -2484,12 +2484,13 @@ class Sm90Fp4GroupedGemm:
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        # packed stages: TMA -> (decode WG, consumer WGs); one arrive per consuming warp
+        # packed stages: TMA -> (decode WG, consumer WGs); every consuming thread arrives on
+        # the empty barrier after its own reads of the stage (release_stage)
         ab_pipeline = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 4 * self.num_wgs + 4),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_consumer_threads + 128),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -2514,6 +2515,15 @@ class Sm90Fp4GroupedGemm:
         if warp_idx < self.decode_warp0:
             self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full)
+
+    @cute.jit
+    def release_stage(self, ab_pipeline, state):
+        """This thread's reads of the packed stage are done (their values are in registers):
+        arrive on the stage's empty barrier. Every thread arrives, not one lane per warp
+        after a warp sync, so each read is ordered before the producer's refill by the
+        thread's own arrive (compute-sanitizer's racecheck does not credit bar.warp.sync
+        and reported the lane-0 form as WAR hazards)."""
+        cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
 
     @cute.jit
     def producer(self, storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles):
@@ -2627,11 +2637,11 @@ class Sm90Fp4GroupedGemm:
                     self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 2)
                 else:
                     self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 2, 4)
-            # every lane's reads of the stage precede its warp's release arrive
-            cute.arch.sync_warp()
-            ab_pipeline.consumer_release(pk_state)
-            # generic-proxy smem writes -> wgmma's async-proxy reads
+            # one proxy fence orders this thread's generic-proxy smem accesses before the
+            # async proxy's: its token stores before wgmma's reads, its reads of the stage
+            # before the producer's refill
             cute.arch.fence_proxy("async.shared", space="cta")
+            self.release_stage(ab_pipeline, pk_state)
             tok_pipeline.producer_commit(tok_state)
             for _ in cutlass.range_constexpr(self.decode_wgs):
                 pk_state.advance()
@@ -2736,8 +2746,7 @@ class Sm90Fp4GroupedGemm:
             sfB = sSFB0 + s * self.sf_stage_bytes + (q // 2) * SF_ATOM_BYTES
             sc_m0 = scale_pair_x64(self.scale_word(sfB, sf_m0), Uint32(16) * Uint32(q % 2))
             sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
-            cute.arch.sync_warp()
-            ab_pipeline.consumer_release(pk_state)
+            self.release_stage(ab_pipeline, pk_state)
             for half in cutlass.range_constexpr(2):
                 # the wgmmas that read this fragment (previous K-tile) are done
                 cute.nvgpu.warpgroup.wait_group(1)
