@@ -111,6 +111,27 @@ def breakdown(data, calls: int) -> dict:
     return out
 
 
+def launch_floor(calls: int) -> dict:
+    """The same timing of the cheapest kernel launch torch has (torch.cuda._sleep: one C++
+    call, one tiny kernel): this host's floor for any launch from Python, measured in the
+    same run as the figures it bounds."""
+    return measure_fn(lambda: torch.cuda._sleep(1), calls)
+
+
+def measure_fn(fn, calls: int) -> dict:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    batches = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        batches.append((time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return {"back_to_back_us": statistics.median(batches)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=2000)
@@ -135,6 +156,10 @@ def main() -> int:
         if args.breakdown:
             print("   pieces (median us):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
         print(f"{r['case']:<32} host us per call: back to back {r['back_to_back_us']:.2f}, isolated {r['isolated_us']:.2f}{extra}")
+    if not stubbed:
+        floor = launch_floor(args.calls)
+        results.append({"case": "launch floor (torch.cuda._sleep)", **floor})
+        print(f"{'launch floor (torch.cuda._sleep)':<32} host us per call: back to back {floor['back_to_back_us']:.2f}")
     where = "launch stubbed (no GPU)" if stubbed else f"{torch.cuda.get_device_name()}, path {submission.select_path(torch.device('cuda'))}"
     print(f"({where}; medians of 5 x {args.calls} back-to-back calls and of single calls)")
     if args.json:
