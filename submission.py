@@ -2015,7 +2015,7 @@ class Sm90Config:
     tile_n: int = 128  # weight rows per tile (wgmma M): 64 per consumer warpgroup
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles the decode warpgroups may run ahead
-    decode_wgs: int = 1  # token-decode warpgroups; with 2 they take alternate K-tiles
+    decode_wgs: int = 1  # token-decode warpgroups; with 2 each decodes half of every tile's rows
     small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
     swap_ab: bool = True  # only the swap-AB mapping is implemented
 
@@ -2045,12 +2045,14 @@ def sm90_max_stages(cfg: Sm90Config) -> int:
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    # tile_m: one token row per thread of the decode warpgroup (two threads at 64 rows);
-    # small_m: 0 (off) or half a 128-row tile
+    # tile_m: one token row per decode thread (2 or 4 threads share a row when a decode
+    # warpgroup has 64 or 32 rows); small_m: 0 (off) or half a 128-row tile
+    rows_per_wg = min(cfg.tile_m, cfg.small_m or cfg.tile_m) // cfg.decode_wgs
     return (
         cfg.tile_n in (64, 128)
         and cfg.tile_m in (64, 128)
         and (cfg.small_m == 0 or (cfg.tile_m == 128 and cfg.small_m == 64))
+        and rows_per_wg >= 32
     )
 
 
@@ -2059,7 +2061,6 @@ def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
 
 
 def sm90_is_valid_mapping(cfg: Sm90Config) -> bool:
-    # K is a multiple of 256, so each tile has an even number of 128-K tiles to alternate
     return cfg.swap_ab and cfg.decode_wgs in (1, 2)
 
 
@@ -2091,10 +2092,34 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
     return 64 * cfg.tile_m // 128 + 56
 
 
+SM90_DECODER_MIN_REGISTERS = 56  # a decode thread's 8 packed words, scales and outputs
+
+
+def sm90_register_split(cfg: Sm90Config) -> tuple[int, int] | None:
+    """(consumer, decoder) registers per thread after setmaxnreg, or None when the
+    consumers fit the launch's registers as they are.
+
+    The CTA's register pool is its warps x the launch's registers per thread, not the
+    SM's 64K: setmaxnreg.inc spins until the pool can grant it (a larger request hung
+    the H200 once). The producer warp keeps the launch count; the consumers get their
+    need plus 8 (ptxas used 125 where sm90_consumer_registers says 120) and the decode
+    warpgroups what is left, in setmaxnreg's steps of 8."""
+    launch = sm90_launch_registers(sm90_threads(cfg))
+    need = sm90_consumer_registers(cfg)
+    if need <= launch:
+        return None
+    consumer = min(ceil_div(need + 8, 8) * 8, 240)
+    pool = (sm90_threads(cfg) // 32) * 32 * launch
+    left = pool - 128 * cfg.consumer_wgs * consumer - 32 * launch
+    return consumer, min(left // (128 * cfg.decode_wgs) // 8 * 8, 240)
+
+
 def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
-    """The consumers must fit the launch's registers without spilling: a 2nd decode
-    warpgroup at tile_m 128 leaves 96 per thread, and the consumers spilled."""
-    return sm90_consumer_registers(cfg) <= sm90_launch_registers(sm90_threads(cfg))
+    """The consumers must fit without spilling: the launch's registers per thread (ptxas
+    budgets whole warpgroups: a 2nd decode warpgroup leaves 96), or a setmaxnreg split
+    that still leaves the decoders enough."""
+    split = sm90_register_split(cfg)
+    return split is None or split[1] >= SM90_DECODER_MIN_REGISTERS
 
 
 def sm90_is_valid_problem(problem_sizes) -> bool:
@@ -2153,6 +2178,12 @@ def _asm_u32s(n, args, asm, constraints, side_effects, loc, ip):
 def ld_shared_v4(addr: Int32, *, loc=None, ip=None):
     return _asm_u32s(4, [_v(Int32(addr), loc, ip)], "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
                      "=r,=r,=r,=r,r,~{memory}", True, loc, ip)
+
+
+@dsl_user_op
+def ld_shared_v2(addr: Int32, *, loc=None, ip=None):
+    return _asm_u32s(2, [_v(Int32(addr), loc, ip)], "ld.shared.v2.b32 {$0, $1}, [$2];",
+                     "=r,=r,r,~{memory}", True, loc, ip)
 
 
 @dsl_user_op
@@ -2295,7 +2326,7 @@ class Sm90Fp4GroupedGemm:
         wait packed stage -> load own weight rows + scales -> release the stage
         -> decode weights K-half 0 into registers -> wait decoded tokens -> wgmma x4
         -> decode K-half 1 -> wgmma x4; release the token buffer once its wgmmas are done
-    warps 4W..4W+4D-1 (D decode WGs; with D = 2 they alternate K-tiles), per K-tile:
+    warps 4W..4W+4D-1 (D decode WGs; with D = 2 each takes half the rows), per K-tile:
         wait packed stage and a free token buffer -> decode one token row per thread
         -> release the stage, publish the buffer
     warp 4W+4D (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
@@ -2490,7 +2521,9 @@ class Sm90Fp4GroupedGemm:
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_consumer_threads + 128),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, self.num_consumer_threads + 128 * self.decode_wgs
+            ),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -2498,7 +2531,7 @@ class Sm90Fp4GroupedGemm:
         tok_pipeline = pipeline.PipelineAsync.create(
             barrier_storage=storage.tbar.data_ptr(),
             num_stages=self.token_buffers,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128 * self.decode_wgs),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_consumer_threads),
         )
 
@@ -2508,11 +2541,18 @@ class Sm90Fp4GroupedGemm:
 
         if warp_idx == self.producer_warp:
             self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
+        # with two decode warpgroups the consumers' registers come from the decoders'
+        # (sm90_register_split); the producer warp keeps the launch's count
+        split = sm90_register_split(self.cfg)
         if warp_idx >= self.decode_warp0 and warp_idx < self.producer_warp:
+            if cutlass.const_expr(split is not None):
+                cute.arch.warpgroup_reg_dealloc(split[1])
             dtid = tidx - self.num_consumer_threads
             self.token_decoder(dtid % 128, dtid // 128, storage, ab_pipeline, tok_pipeline,
                                mSizes, mSched, num_tiles, num_full)
         if warp_idx < self.decode_warp0:
+            if cutlass.const_expr(split is not None):
+                cute.arch.warpgroup_reg_alloc(split[0])
             self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full)
 
@@ -2583,47 +2623,46 @@ class Sm90Fp4GroupedGemm:
         """Decode WG: packed token rows -> the fp16 ring, in the permuted K order of
         sm90_logical_k. Thread dtid owns token row dtid: four swizzled 16-byte chunk loads,
         then 16 STS.128 of (chunk 0..3) P values; eight consecutive rows per quarter warp
-        hit eight distinct 16-byte bank groups on both sides. Decode WG dwg takes the K-tiles
-        kt % decode_wgs == dwg: its pipeline states step over the others' stages and buffers.
-        Tiles of the second phase decode only their small_m rows, two threads per row."""
+        hit eight distinct 16-byte bank groups on both sides. With two decode WGs, WG dwg
+        decodes rows [dwg * rows / 2, (dwg + 1) * rows / 2) of every K-tile. Tiles of the
+        second phase decode only their small_m rows (so several threads share a row)."""
         pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.token_buffers)
-        for _ in cutlass.range_constexpr(self.decode_wgs - 1):
-            if dwg == 1:
-                pk_state.advance()
-                tok_state.advance()
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
         for t in cutlass.range(bidx, num_full, gdim, unroll=1):
             pk_state, tok_state = self.decode_tile(
-                t, self.tile_m, dtid, storage, ab_pipeline, tok_pipeline, pk_state, tok_state,
-                mSizes, mSched,
+                t, self.tile_m, dtid, dwg, storage, ab_pipeline, tok_pipeline, pk_state,
+                tok_state, mSizes, mSched,
             )
         if cutlass.const_expr(self.cfg.small_m > 0):
             for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
                 pk_state, tok_state = self.decode_tile(
-                    t, self.cfg.small_m, dtid, storage, ab_pipeline, tok_pipeline, pk_state,
-                    tok_state, mSizes, mSched,
+                    t, self.cfg.small_m, dtid, dwg, storage, ab_pipeline, tok_pipeline,
+                    pk_state, tok_state, mSizes, mSched,
                 )
 
     @cute.jit
-    def decode_tile(self, t, rows: int, dtid, storage, ab_pipeline, tok_pipeline, pk_state,
-                    tok_state, mSizes, mSched):
-        """All K-tiles of schedule row t, `rows` (static) token rows of it: with 64 rows
-        two threads share a row, each decoding two of the four words of every chunk (warps
-        0-1 words 0-1, warps 2-3 words 2-3), so no decode warp idles."""
+    def decode_tile(self, t, rows: int, dtid, dwg, storage, ab_pipeline, tok_pipeline,
+                    pk_state, tok_state, mSizes, mSched):
+        """All K-tiles of schedule row t, `rows` (static) token rows of it, of which this
+        decode WG takes rows / decode_wgs. With fewer than 128 rows per WG, 128 / rows
+        threads share a row, each decoding as many of the four words of every chunk (whole
+        warps per word group), so no decode warp idles."""
         sA0 = storage.sPkA.data_ptr().toint()
         sSFA0 = storage.sSFA.data_ptr().toint()
         dT0 = storage.sDecT.data_ptr().toint()
-        split = 128 // rows
-        row = dtid % rows
-        part = dtid // rows
+        mine = rows // self.decode_wgs
+        split = 128 // mine  # threads per row
+        words = 4 // split  # words of each packed chunk per thread
+        row = dwg * mine + dtid % mine
+        part = dtid // mine
         swz = row % 8
         g = mSched[0, t]
         tm = mSched[1, t]
         k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
         sf_row = (tm * self.tile_m) % 128 + row
-        for _kt in cutlass.range(k_tiles // self.decode_wgs, unroll=1):
+        for _kt in cutlass.range(k_tiles, unroll=1):
             ab_pipeline.consumer_wait(pk_state)
             tok_pipeline.producer_acquire(tok_state)
             s = pk_state.index
@@ -2633,19 +2672,18 @@ class Sm90Fp4GroupedGemm:
             if cutlass.const_expr(split == 1):
                 self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 4)
             else:
-                if part == 0:
-                    self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 2)
-                else:
-                    self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 2, 4)
+                for p in cutlass.range_constexpr(split):
+                    if part == p:
+                        self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, p * words,
+                                                (p + 1) * words)
             # one proxy fence orders this thread's generic-proxy smem accesses before the
             # async proxy's: its token stores before wgmma's reads, its reads of the stage
             # before the producer's refill
             cute.arch.fence_proxy("async.shared", space="cta")
             self.release_stage(ab_pipeline, pk_state)
             tok_pipeline.producer_commit(tok_state)
-            for _ in cutlass.range_constexpr(self.decode_wgs):
-                pk_state.advance()
-                tok_state.advance()
+            pk_state.advance()
+            tok_state.advance()
         # returned, and reassigned by the caller: that is what makes the DSL carry the
         # states through the caller's loop (a mutation inside a call is not seen there)
         return pk_state, tok_state
@@ -2653,8 +2691,9 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def decode_token_words(self, pk, sf, sf_row, tbuf, row, swz, word0: int, word1: int):
         """Words word0 .. word1 - 1 (static) of the four packed chunks of token row `row` -> the fp16
-        buffer: 4 STS.128 per word, each of (chunk 0..3) P values."""
-        w = [ld_shared_v4(pk + sw64(row, q)) for q in range(4)]
+        buffer: 4 STS.128 per word, each of (chunk 0..3) P values. Loads only those words."""
+        load = {4: ld_shared_v4, 2: ld_shared_v2, 1: lambda a: [ld_shared_u32(a)]}[word1 - word0]
+        w = [[None] * word0 + list(load(pk + sw64(row, q) + 4 * word0)) for q in range(4)]
         sc = []
         for atom in cutlass.range_constexpr(2):
             word = self.scale_word(sf + atom * SF_ATOM_BYTES, sf_row)

@@ -3,6 +3,7 @@
 On sm_90 / sm_100 these also assert that the kernel path really ran (no silent fallback).
 """
 
+import dataclasses
 import gc
 import random
 import warnings
@@ -89,6 +90,27 @@ def test_many_tiles_per_cta_both_phases(num_sms):
     runner = submission.GroupedGemmRunner(submission._BACKENDS[_kernel_path()](), num_sms=num_sms)
     config, reason = runner.plan(problem)
     assert config is not None, reason
+    out = runner.run(data, problem, config)
+    torch.cuda.synchronize()
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
+@pytest.mark.parametrize("num_sms", [1, 3])
+def test_two_decode_warpgroups_with_register_split(num_sms):
+    """Hopper with two token-decode warpgroups (decode_wgs = 2: half the rows each, and a
+    setmaxnreg split that moves registers from the decoders to the consumers), on a tiny
+    grid so that every CTA walks many tiles of both phases."""
+    if _kernel_path() != "sm90":
+        pytest.skip(f"Hopper-only config (path {_kernel_path()})")
+    data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
+    expected = reference.ref_kernel(_clone(data))
+    problem = submission.validate_inputs(data)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+    config, reason = runner.plan(problem)
+    assert config is not None, reason
+    config = dataclasses.replace(config, decode_wgs=2)
+    assert submission.sm90_config_is_legal(config)
     out = runner.run(data, problem, config)
     torch.cuda.synchronize()
     for g, (o, e) in enumerate(zip(out, expected)):

@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,11 +30,17 @@ def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "cfg",
-    [{}, {"small_m": 0}, {"tile_n": 64}, {"tile_n": 64, "decode_wgs": 2}],
-    ids=["default", "one_phase", "tile_n64", "tile_n64_decode2"],
+    [{}, {"small_m": 0}, {"tile_n": 64}, {"tile_n": 64, "decode_wgs": 2}, {"decode_wgs": 2}],
+    ids=["default", "one_phase", "tile_n64", "tile_n64_decode2", "decode2_setmaxnreg"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     ptx = _compile_and_dump(tmp_path, cfg)
+    split = S.sm90_register_split(S.Sm90Config(**cfg))
+    if split is None:
+        assert "setmaxnreg" not in ptx
+    else:  # consumers grow and decoders shrink to the host's split
+        assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{split[0]};", ptx)
+        assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{split[1]};", ptx)
     assert "wgmma.mma_async" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx  # TMA loads of the packed FP4 bytes
     assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode

@@ -97,15 +97,39 @@ def test_launch_registers():
     assert S.sm90_launch_registers(128) == 255 // 8 * 8
 
 
+def test_register_split_fits_the_ctas_pool():
+    """setmaxnreg.inc spins until the CTA's pool (warps x launch registers) can grant it:
+    every split must fit that pool exactly or with room, in steps of 8, and give the
+    consumers more than their estimate (ptxas used 125 where the estimate is 120)."""
+    assert S.sm90_register_split(S.Sm90Config()) is None  # 416 threads: 128 each, no split
+    cfg = S.Sm90Config(decode_wgs=2)
+    consumer, decoder = S.sm90_register_split(cfg)
+    assert (consumer, decoder) == (128, 64)
+    threads = S.sm90_threads(cfg)
+    launch = S.sm90_launch_registers(threads)
+    pool = threads * launch  # 544 x 96
+    used = 128 * cfg.consumer_wgs * consumer + 128 * cfg.decode_wgs * decoder + 32 * launch
+    assert used <= pool and consumer % 8 == 0 and decoder % 8 == 0
+    assert consumer > S.sm90_consumer_registers(cfg) and decoder >= S.SM90_DECODER_MIN_REGISTERS
+
+
+def test_register_split_rejects_a_starved_decoder(monkeypatch):
+    monkeypatch.setattr(S, "sm90_consumer_registers", lambda cfg: 200)
+    assert S.sm90_register_split(S.Sm90Config(decode_wgs=2))[1] < S.SM90_DECODER_MIN_REGISTERS
+    assert not S.sm90_config_is_legal(S.Sm90Config(decode_wgs=2))
+
+
 @pytest.mark.parametrize(
     "kw, legal",
     [
         ({}, True),
         ({"tile_n": 64}, True),
         ({"tile_n": 64, "decode_wgs": 2}, True),
-        ({"decode_wgs": 2}, False),  # 5 warpgroups: 96 registers per thread, consumers spill
+        ({"decode_wgs": 2}, True),  # 96 registers at launch; setmaxnreg: consumers 128, decoders 64
         ({"tile_m": 64, "small_m": 0}, True),
         ({"tile_m": 64, "small_m": 0, "decode_wgs": 2}, True),  # 32 accumulators fit in 96 registers
+        ({"tile_m": 64, "decode_wgs": 2, "small_m": 0, "tile_n": 64}, True),
+        ({"tile_m": 64, "decode_wgs": 2, "small_m": 64}, False),  # small phase needs 128-row tiles
         ({"tile_m": 64}, False),  # the narrow second phase needs 128-row tiles
         ({"small_m": 32}, False),
         ({"stages": 1}, False),

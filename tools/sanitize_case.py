@@ -4,8 +4,10 @@
 1. custom_kernel on G = 2 (M = 40 / 129): one tile per CTA, both schedule phases.
 2. G = 4 through a runner with a 2-CTA grid: each CTA walks many tiles of both phases, so
    the pipelines' state crosses tile and phase boundaries under the sanitizer.
+3. The same with two token-decode warpgroups on Hopper (decode_wgs = 2, setmaxnreg split).
 """
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -27,7 +29,7 @@ def case_custom_kernel():
     return submission.custom_kernel(data), expected
 
 
-def case_small_grid():
+def case_small_grid(**config_changes):
     data = reference.generate_input(m=(40, 200, 129, 64), n=(256, 256, 128, 128), k=(512, 256, 256, 256), g=4, seed=5)
     expected = expected_of(data)
     path = submission.select_path(torch.device("cuda"))
@@ -35,11 +37,18 @@ def case_small_grid():
     problem = submission.validate_inputs(data)
     config, reason = runner.plan(problem)
     assert config is not None, reason
+    config = dataclasses.replace(config, **config_changes)
     return runner.run(data, problem, config), expected
 
 
+def case_two_decoders():
+    if submission.select_path(torch.device("cuda")) != "sm90":
+        return case_small_grid()
+    return case_small_grid(decode_wgs=2)
+
+
 ok = True
-for case in (case_custom_kernel, case_small_grid):
+for case in (case_custom_kernel, case_small_grid, case_two_decoders):
     out, expected = case()
     torch.cuda.synchronize()
     exact = all(torch.equal(o, e) for o, e in zip(out, expected))
