@@ -2648,7 +2648,9 @@ class Sm90Fp4GroupedGemm:
         """All K-tiles of schedule row t, `rows` (static) token rows of it, of which this
         decode WG takes rows / decode_wgs. With fewer than 128 rows per WG, 128 / rows
         threads share a row, each decoding as many of the four words of every chunk (whole
-        warps per word group), so no decode warp idles."""
+        warps per word group), so no decode warp idles. Rows past the group's M are not
+        decoded: their buffer rows keep stale values, which reach only accumulator columns
+        (tokens) that the epilogue never stores."""
         sA0 = storage.sPkA.data_ptr().toint()
         sSFA0 = storage.sSFA.data_ptr().toint()
         dT0 = storage.sDecT.data_ptr().toint()
@@ -2662,6 +2664,7 @@ class Sm90Fp4GroupedGemm:
         tm = mSched[1, t]
         k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
         sf_row = (tm * self.tile_m) % 128 + row
+        live = row < mSizes[0, g] - tm * self.tile_m  # a token row of the group
         for _kt in cutlass.range(k_tiles, unroll=1):
             ab_pipeline.consumer_wait(pk_state)
             tok_pipeline.producer_acquire(tok_state)
@@ -2669,9 +2672,7 @@ class Sm90Fp4GroupedGemm:
             pk = sA0 + s * self.a_stage_bytes
             sf = sSFA0 + s * self.sf_stage_bytes
             tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
-            if cutlass.const_expr(split == 1):
-                self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, 0, 4)
-            else:
+            if live:
                 for p in cutlass.range_constexpr(split):
                     if part == p:
                         self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, p * words,
