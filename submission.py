@@ -2104,13 +2104,13 @@ def sm90_register_split(cfg: Sm90Config) -> tuple[int, int] | None:
     the H200 once). The producer warp keeps the launch count; the consumers get their
     need plus 8 (ptxas used 125 where sm90_consumer_registers says 120) and the decode
     warpgroups what is left, in setmaxnreg's steps of 8."""
-    launch = sm90_launch_registers(sm90_threads(cfg))
+    threads = sm90_threads(cfg)
+    launch = sm90_launch_registers(threads)
     need = sm90_consumer_registers(cfg)
     if need <= launch:
         return None
     consumer = min(ceil_div(need + 8, 8) * 8, 240)
-    pool = (sm90_threads(cfg) // 32) * 32 * launch
-    left = pool - 128 * cfg.consumer_wgs * consumer - 32 * launch
+    left = threads * launch - 128 * cfg.consumer_wgs * consumer - 32 * launch
     return consumer, min(left // (128 * cfg.decode_wgs) // 8 * 8, 240)
 
 
@@ -2543,16 +2543,16 @@ class Sm90Fp4GroupedGemm:
             self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
         # with two decode warpgroups the consumers' registers come from the decoders'
         # (sm90_register_split); the producer warp keeps the launch's count
-        split = sm90_register_split(self.cfg)
+        reg_split = sm90_register_split(self.cfg)
         if warp_idx >= self.decode_warp0 and warp_idx < self.producer_warp:
-            if cutlass.const_expr(split is not None):
-                cute.arch.warpgroup_reg_dealloc(split[1])
+            if cutlass.const_expr(reg_split is not None):
+                cute.arch.warpgroup_reg_dealloc(reg_split[1])
             dtid = tidx - self.num_consumer_threads
             self.token_decoder(dtid % 128, dtid // 128, storage, ab_pipeline, tok_pipeline,
                                mSizes, mSched, num_tiles, num_full)
         if warp_idx < self.decode_warp0:
-            if cutlass.const_expr(split is not None):
-                cute.arch.warpgroup_reg_alloc(split[0])
+            if cutlass.const_expr(reg_split is not None):
+                cute.arch.warpgroup_reg_alloc(reg_split[0])
             self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full)
 

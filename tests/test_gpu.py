@@ -77,6 +77,22 @@ def test_edge_shapes(case):
     _assert_kernel_ran()
 
 
+def _run_small_grid(num_sms, backend, **config_changes):
+    """Four groups on a tiny persistent grid, checked against the reference."""
+    data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
+    expected = reference.ref_kernel(_clone(data))
+    problem = submission.validate_inputs(data)
+    runner = submission.GroupedGemmRunner(backend, num_sms=num_sms)
+    config, reason = runner.plan(problem)
+    assert config is not None, reason
+    config = dataclasses.replace(config, **config_changes)
+    assert not config_changes or submission.sm90_config_is_legal(config)
+    out = runner.run(data, problem, config)
+    torch.cuda.synchronize()
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
 @pytest.mark.parametrize("num_sms", [1, 3])
 def test_many_tiles_per_cta_both_phases(num_sms):
     """A tiny persistent grid: every CTA walks many tiles of both schedule phases (full
@@ -84,16 +100,7 @@ def test_many_tiles_per_cta_both_phases(num_sms):
     phases. A kernel that loses it hangs or is wrong here, not on small task shapes."""
     if _kernel_path() not in ("sm90", "sm100"):
         pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
-    data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
-    expected = reference.ref_kernel(_clone(data))
-    problem = submission.validate_inputs(data)
-    runner = submission.GroupedGemmRunner(submission._BACKENDS[_kernel_path()](), num_sms=num_sms)
-    config, reason = runner.plan(problem)
-    assert config is not None, reason
-    out = runner.run(data, problem, config)
-    torch.cuda.synchronize()
-    for g, (o, e) in enumerate(zip(out, expected)):
-        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+    _run_small_grid(num_sms, submission._BACKENDS[_kernel_path()]())
 
 
 @pytest.mark.parametrize("num_sms", [1, 3])
@@ -103,18 +110,7 @@ def test_two_decode_warpgroups_with_register_split(num_sms):
     grid so that every CTA walks many tiles of both phases."""
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
-    data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
-    expected = reference.ref_kernel(_clone(data))
-    problem = submission.validate_inputs(data)
-    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    config, reason = runner.plan(problem)
-    assert config is not None, reason
-    config = dataclasses.replace(config, decode_wgs=2)
-    assert submission.sm90_config_is_legal(config)
-    out = runner.run(data, problem, config)
-    torch.cuda.synchronize()
-    for g, (o, e) in enumerate(zip(out, expected)):
-        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+    _run_small_grid(num_sms, submission.sm90_backend(), decode_wgs=2)
 
 
 def test_bitwise_deterministic():

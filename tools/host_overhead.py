@@ -47,6 +47,30 @@ def install_stub() -> None:
     )
 
 
+def back_to_back_us(fn, calls: int) -> float:
+    """Median over 5 batches of the host time per call of `calls` calls of fn issued back
+    to back (the GPU drained between batches, outside the timed region)."""
+    batches = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        batches.append((time.perf_counter() - t0) / calls * 1e6)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    return statistics.median(batches)
+
+
+def launch_floor_us(calls: int) -> float:
+    """The same timing of the cheapest kernel launch torch has (torch.cuda._sleep: one C++
+    call, one tiny kernel): this host's floor for any launch from Python, measured in the
+    same run as the figures it bounds."""
+    for _ in range(20):
+        torch.cuda._sleep(1)
+    torch.cuda.synchronize()
+    return back_to_back_us(lambda: torch.cuda._sleep(1), calls)
+
+
 def measure(data, calls: int) -> dict:
     """CPU time per call with warm caches, two ways.
 
@@ -62,14 +86,7 @@ def measure(data, calls: int) -> dict:
     if cuda:
         torch.cuda.synchronize()
     allocated = torch.cuda.memory_allocated() if cuda else 0
-    batches = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            submission.custom_kernel(data)
-        batches.append((time.perf_counter() - t0) / calls * 1e6)
-        if cuda:
-            torch.cuda.synchronize()
+    back_to_back = back_to_back_us(lambda: submission.custom_kernel(data), calls)
     samples = []
     for _ in range(min(calls, 500)):
         t0 = time.perf_counter()
@@ -78,7 +95,7 @@ def measure(data, calls: int) -> dict:
         if cuda:
             torch.cuda.synchronize()
     return {
-        "back_to_back_us": statistics.median(batches),
+        "back_to_back_us": back_to_back,
         "isolated_us": statistics.median(samples),
         "device_bytes_allocated_during": (torch.cuda.memory_allocated() - allocated) if cuda else 0,
     }
@@ -111,27 +128,6 @@ def breakdown(data, calls: int) -> dict:
     return out
 
 
-def launch_floor(calls: int) -> dict:
-    """The same timing of the cheapest kernel launch torch has (torch.cuda._sleep: one C++
-    call, one tiny kernel): this host's floor for any launch from Python, measured in the
-    same run as the figures it bounds."""
-    return measure_fn(lambda: torch.cuda._sleep(1), calls)
-
-
-def measure_fn(fn, calls: int) -> dict:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    batches = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        batches.append((time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-    return {"back_to_back_us": statistics.median(batches)}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=2000)
@@ -157,9 +153,9 @@ def main() -> int:
             print("   pieces (median us):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
         print(f"{r['case']:<32} host us per call: back to back {r['back_to_back_us']:.2f}, isolated {r['isolated_us']:.2f}{extra}")
     if not stubbed:
-        floor = launch_floor(args.calls)
-        results.append({"case": "launch floor (torch.cuda._sleep)", **floor})
-        print(f"{'launch floor (torch.cuda._sleep)':<32} host us per call: back to back {floor['back_to_back_us']:.2f}")
+        floor = launch_floor_us(args.calls)
+        results.append({"case": "launch floor (torch.cuda._sleep)", "back_to_back_us": floor})
+        print(f"{'launch floor (torch.cuda._sleep)':<32} host us per call: back to back {floor:.2f}")
     where = "launch stubbed (no GPU)" if stubbed else f"{torch.cuda.get_device_name()}, path {submission.select_path(torch.device('cuda'))}"
     print(f"({where}; medians of 5 x {args.calls} back-to-back calls and of single calls)")
     if args.json:
