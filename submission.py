@@ -397,7 +397,7 @@ class CallCache(LruCache):
 class KernelBackend:
     """What the runner needs from one kernel family (Blackwell or Hopper).
 
-    choose_config(sizes) -> config; can_implement(config, sizes) -> (ok, reason);
+    choose_config(sizes, num_sms) -> config; can_implement(config, sizes) -> (ok, reason);
     tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
     compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group;
     grid(config, num_tiles, num_sms) -> CTAs of the persistent launch;
@@ -519,7 +519,7 @@ class GroupedGemmRunner:
             return None, "inputs are not in the dense layout the TMA descriptors address"
         if not sizes:
             return None, "every group is empty"
-        config = self.backend.choose_config(sizes)
+        config = self.backend.choose_config(sizes, self.num_sms)
         ok, reason = self.backend.can_implement(config, sizes)
         return (config, None) if ok else (None, reason)
 
@@ -911,7 +911,7 @@ SM100_NAMED_CONFIGS: dict = {
 }
 
 
-def choose_sm100_config(problem_sizes: Sequence[Sequence[int]]) -> Sm100Config:
+def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 148) -> Sm100Config:
     cfg = SM100_CONFIG_TABLE.get(sm100_problem_signature(problem_sizes))
     if cfg is None:
         max_m = max(ps[0] for ps in problem_sizes)
@@ -2002,8 +2002,16 @@ SM90_DESC_BYTES = 128
 SM90_NUM_DESC = 2  # per group: A (tokens), B (weights); scales use descriptor-free bulk copies
 SF_ATOM_BYTES = 512  # 128 rows x 4 scale columns
 SM90_PACKED_K_TILE = 128  # K elements per packed pipeline stage (64 bytes per row)
-SM90_DECODE_K = 64  # K elements per decoded token buffer (one SW128 fp16 row)
-SM90_WEIGHT_ROWS_PER_WG = 64  # one wgmma M atom per consumer warpgroup
+SM90_DECODE_K = 64  # K elements per K-half of a decoded token buffer (one SW128 fp16 row)
+SM90_WEIGHT_ROWS_PER_BLOCK = 64  # one wgmma M atom
+SM90_CONSUMER_WGS = 2
+SM90_CONSUMER_THREADS = 128 * SM90_CONSUMER_WGS
+SM90_THREADS = SM90_CONSUMER_THREADS + 128  # + the producer warpgroup (one TMA warp)
+# setmaxnreg split of the CTA's pool (384 threads x 168 launch registers = 64512): the
+# consumers hold the accumulators and every decode, the producer warpgroup only TMA
+# issue. 256 x 232 + 128 x 40 = 64512 exactly.
+SM90_CONSUMER_REGISTERS = 232
+SM90_PRODUCER_REGISTERS = 40
 
 
 # --------------------------------------------------------------------------------------------
@@ -2011,22 +2019,23 @@ SM90_WEIGHT_ROWS_PER_WG = 64  # one wgmma M atom per consumer warpgroup
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Sm90Config:
-    tile_m: int = 128  # tokens per tile (wgmma N)
-    tile_n: int = 128  # weight rows per tile (wgmma M): 64 per consumer warpgroup
+    tile_m: int = 128  # token rows per tile (wgmma N)
+    tile_n: int = 128  # weight rows per tile (wgmma M): 2 consumer WGs x blocks x 64
     stages: int = 4  # packed pipeline stages
-    token_buffers: int = 3  # decoded token K-tiles the decode warpgroups may run ahead
-    decode_wgs: int = 1  # token-decode warpgroups; with 2 each decodes half of every tile's rows
+    token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
     small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
     swap_ab: bool = True  # only the swap-AB mapping is implemented
 
     @property
-    def consumer_wgs(self) -> int:
-        return self.tile_n // SM90_WEIGHT_ROWS_PER_WG
+    def blocks(self) -> int:
+        """m64 wgmma blocks per consumer warpgroup (each WG owns blocks x 64 weight rows)."""
+        return self.tile_n // (SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK)
 
 
 def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
-    """Bytes of one packed stage: A and B rows of 64 bytes plus two 1 KB scale slabs."""
-    return (cfg.tile_m + cfg.tile_n) * (SM90_PACKED_K_TILE // 2) + 2 * 2 * SF_ATOM_BYTES
+    """One packed stage: token and weight rows of 64 bytes, plus their scale slabs (1 KB per
+    128 rows: two 512-byte atoms of 4 K-blocks each)."""
+    return (cfg.tile_m + cfg.tile_n) * (SM90_PACKED_K_TILE // 2) + (cfg.tile_m + cfg.tile_n) // 128 * 2 * SF_ATOM_BYTES
 
 
 def sm90_decoded_bytes(cfg: Sm90Config) -> int:
@@ -2044,24 +2053,50 @@ def sm90_max_stages(cfg: Sm90Config) -> int:
     return (SM90_SMEM_CAPACITY - sm90_decoded_bytes(cfg) - 3072) // sm90_packed_stage_bytes(cfg)
 
 
+def sm90_token_split(rows: int) -> tuple[int, int]:
+    """(threads per token row, packed 16-byte chunks each decodes) when all 256 consumer
+    threads decode a tile's `rows` token rows: 2 x 2 chunks at 128 rows, 4 x 1 at 64."""
+    split = SM90_CONSUMER_THREADS // rows
+    return split, 4 // split
+
+
+def sm90_token_lane(tidx: int, rows: int) -> tuple[int, int]:
+    """(token row, chunk group) that consumer thread tidx decodes; the group's chunks are
+    cpt * group .. cpt * group + cpt - 1 (cpt = 4 // threads per row). A warp covers
+    32 / split rows; in every 8-lane phase of its 16-byte loads the lanes take one chunk
+    of 8 consecutive rows (distinct 16-byte bank groups under SW64), and in every
+    half-warp of its 8-byte stores (4-byte at 64 rows) 8 rows x all the chunk groups
+    (32 distinct banks under SW128)."""
+    split, _ = sm90_token_split(rows)
+    warp, lane = divmod(tidx, 32)
+    per_warp = 32 // split
+    group = (lane // 8) % split
+    row = warp * per_warp + (lane // (8 * split)) * 8 + lane % 8
+    return row, group
+
+
+def sm90_consumer_registers(cfg: Sm90Config) -> int:
+    """What a consumer thread holds: its fp32 accumulators (blocks x 64 weight rows x tile_m
+    tokens over 128 threads) plus about 96 for the A fragments in flight (ptxas keeps 3 of
+    16), the packed weight chunks (16) and token chunks (8) of a K-tile, their scales and
+    addressing."""
+    return cfg.blocks * 64 * cfg.tile_m // 128 + 96
+
+
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    # tile_m: one token row per decode thread (2 or 4 threads share a row when a decode
-    # warpgroup has 64 or 32 rows); small_m: 0 (off) or half a 128-row tile
-    rows_per_wg = min(cfg.tile_m, cfg.small_m or cfg.tile_m) // cfg.decode_wgs
-    return (
-        cfg.tile_n in (64, 128)
-        and cfg.tile_m in (64, 128)
-        and (cfg.small_m == 0 or (cfg.tile_m == 128 and cfg.small_m == 64))
-        and rows_per_wg >= 32
-    )
+    # tile_m 128: every consumer thread decodes part of a token row (sm90_token_split);
+    # small_m: 0 (off) or half the tile
+    return cfg.tile_n in (128, 256) and cfg.tile_m == 128 and cfg.small_m in (0, 64)
 
 
 def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
-    return 2 <= cfg.stages <= sm90_max_stages(cfg) and cfg.token_buffers >= 2
+    # 3 token buffers: a buffer is rewritten only after both WGs' wgmmas of 3 K-tiles ago
+    # are known complete through the full barrier they arrived on (see Sm90Fp4GroupedGemm)
+    return 2 <= cfg.stages <= sm90_max_stages(cfg) and cfg.token_buffers == 3
 
 
-def sm90_is_valid_mapping(cfg: Sm90Config) -> bool:
-    return cfg.swap_ab and cfg.decode_wgs in (1, 2)
+def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
+    return sm90_consumer_registers(cfg) <= SM90_CONSUMER_REGISTERS
 
 
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
@@ -2069,57 +2104,15 @@ def sm90_config_is_legal(cfg: Sm90Config) -> bool:
     return (
         sm90_is_valid_tile(cfg)
         and sm90_is_valid_smem(cfg)
-        and sm90_is_valid_mapping(cfg)
+        and cfg.swap_ab
         and sm90_is_valid_registers(cfg)
     )
-
-
-def sm90_threads(cfg: Sm90Config) -> int:
-    """Consumer warpgroups, decode warpgroups and one producer warp."""
-    return 128 * (cfg.consumer_wgs + cfg.decode_wgs) + 32
 
 
 def sm90_launch_registers(threads: int) -> int:
     """Registers per thread ptxas may use for a block of `threads`: it budgets whole
     warpgroups (a block of 17 warps is allotted as 20), in steps of 8, out of 64K."""
     return min(255, 65536 // (ceil_div(threads, 128) * 128)) // 8 * 8
-
-
-def sm90_consumer_registers(cfg: Sm90Config) -> int:
-    """What a consumer thread holds: its fp32 accumulators (64 weight rows x tile_m tokens
-    over 128 threads) plus about 56 for the two fp16 A fragments, the packed weight words,
-    scales and addressing (ptxas: 126 at tile_m 128, 96 with no spills at tile_m 64)."""
-    return 64 * cfg.tile_m // 128 + 56
-
-
-SM90_DECODER_MIN_REGISTERS = 56  # a decode thread's 8 packed words, scales and outputs
-
-
-def sm90_register_split(cfg: Sm90Config) -> tuple[int, int] | None:
-    """(consumer, decoder) registers per thread after setmaxnreg, or None when the
-    consumers fit the launch's registers as they are.
-
-    The CTA's register pool is its warps x the launch's registers per thread, not the
-    SM's 64K: setmaxnreg.inc spins until the pool can grant it (a larger request hung
-    the H200 once). The producer warp keeps the launch count; the consumers get their
-    need plus 8 (ptxas used 125 where sm90_consumer_registers says 120) and the decode
-    warpgroups what is left, in setmaxnreg's steps of 8."""
-    threads = sm90_threads(cfg)
-    launch = sm90_launch_registers(threads)
-    need = sm90_consumer_registers(cfg)
-    if need <= launch:
-        return None
-    consumer = min(ceil_div(need + 8, 8) * 8, 240)
-    left = threads * launch - 128 * cfg.consumer_wgs * consumer - 32 * launch
-    return consumer, min(left // (128 * cfg.decode_wgs) // 8 * 8, 240)
-
-
-def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
-    """The consumers must fit without spilling: the launch's registers per thread (ptxas
-    budgets whole warpgroups: a 2nd decode warpgroup leaves 96), or a setmaxnreg split
-    that still leaves the decoders enough."""
-    split = sm90_register_split(cfg)
-    return split is None or split[1] >= SM90_DECODER_MIN_REGISTERS
 
 
 def sm90_is_valid_problem(problem_sizes) -> bool:
@@ -2156,6 +2149,18 @@ def sm90_token_slot(i: int) -> tuple[int, int]:
     logical columns 16 (i // 2) + 8 (i % 2) + 2q + e, i.e. 8 bytes from 4q in that chunk,
     so the 4 chunks' P[i] make one 16-byte store."""
     return i // 8, 2 * ((i // 2) % 4) + (i % 2)
+
+
+def sm90_fragment_index(h: int, slot: int, block: int, step: int, blocks: int) -> int:
+    """Flat u32 index into a consumer's A fragment of 2 k16-steps (CuTe's column-major
+    ((1, 2, 2), blocks, 2) layout): register h + 2 slot of wgmma's m64 A atom holds row
+    r0 + 8 h, k = 2q + 8 slot of the step, for m64 block `block`."""
+    return h + 2 * slot + 4 * block + 4 * blocks * step
+
+
+def sm90_scale_selector(byte0: int, byte1: int) -> int:
+    """prmt selector that puts bytes byte0 and byte1 of a scale word in the low 16 bits."""
+    return byte0 | (byte1 << 4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -2207,14 +2212,34 @@ def st_shared_v4(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def scale_pair_x64(word: Uint32, shift, *, loc=None, ip=None):
-    """Bytes shift/8 and shift/8 + 1 of `word` are two E4M3 scales s0, s1; returns the f16x2
-    values (64 s0, 64 s0) and (64 s1, 64 s1). Exact: E4M3 values are fp16 values and 64 * 448
-    is below fp16's maximum."""
+def st_shared_v2(addr: Int32, v0, v1, *, loc=None, ip=None) -> None:
+    llvm.inline_asm(
+        None, [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1)],
+        "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc, ip=ip,
+    )
+
+
+@dsl_user_op
+def st_shared_u32(addr: Int32, v0, *, loc=None, ip=None) -> None:
+    llvm.inline_asm(
+        None, [_v(Int32(addr), loc, ip), _v(Uint32(v0), loc, ip)],
+        "st.shared.b32 [$0], $1;", "r,r,~{memory}",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+        loc=loc, ip=ip,
+    )
+
+
+@dsl_user_op
+def scale_pair_x64(word: Uint32, selector, *, loc=None, ip=None):
+    """The two E4M3 scales s0, s1 that prmt `selector` (sm90_scale_selector) picks from
+    `word` -> the f16x2 values (64 s0, 64 s0) and (64 s1, 64 s1). Exact: E4M3 values are
+    fp16 values and 64 * 448 is below fp16's maximum."""
     return _asm_u32s(
-        2, [_v(Uint32(word), loc, ip), _v(Uint32(shift), loc, ip)],
+        2, [_v(Uint32(word), loc, ip), _v(Uint32(selector), loc, ip)],
         "{\n.reg .b32 w, t, c;\n.reg .b16 lo, hi;\n"
-        "shr.b32 w, $2, $3;\n"
+        "prmt.b32 w, $2, 0, $3;\n"
         "mov.b32 {lo, hi}, w;\n"
         "cvt.rn.f16x2.e4m3x2 t, lo;\n"
         "mov.b32 c, 0x54005400;\n"
@@ -2317,26 +2342,33 @@ def sw64(row, chunk):
 class Sm90Fp4GroupedGemm:
     """Swap-AB NVFP4 grouped GEMM, persistent over the host's static schedule.
 
-    Weights (the large operand) are wgmma's A and are decoded straight into its registers
-    (the RS form): never to smem, so the fp16 weight tile costs no smem store or reload.
-    Tokens are wgmma's B: a decode warpgroup turns each packed K-tile into an fp16 smem
-    buffer of a ring that every consumer warpgroup reads.
+    Weights (the large operand) are wgmma's A, decoded straight into its registers (the
+    RS form), never to smem. Tokens are wgmma's B: the same consumer threads decode each
+    packed K-tile of them into an fp16 smem buffer of a 3-deep ring, one K-tile ahead of
+    the wgmmas that read it. A tile is tile_n weight rows (2 consumer WGs x blocks m64
+    blocks) by tile_m tokens; at tile_n 256 every decoded token feeds 256 weight rows, half
+    the token decode per MAC of a 128-row tile.
 
-    warps 0..4W-1 (W consumer WGs, 64 weight rows each), per K-tile:
-        wait packed stage -> load own weight rows + scales -> release the stage
-        -> decode weights K-half 0 into registers -> wait decoded tokens -> wgmma x4
-        -> decode K-half 1 -> wgmma x4; release the token buffer once its wgmmas are done
-    warps 4W..4W+4D-1 (D decode WGs; with D = 2 each takes half the rows), per K-tile:
-        wait packed stage and a free token buffer -> decode one token row per thread
-        -> release the stage, publish the buffer
-    warp 4W+4D (producer): TMA A/B bytes + bulk-copy scale slabs into the stage ring.
-    Every hand-off is an mbarrier, so no warp waits for a CTA-wide barrier. One CTA per SM
-    (about 171 KB of smem with the default config).
+    warps 0..7 (2 consumer WGs), per K-tile kt:
+        wait stage kt -> LDS own weight rows + scales; wait stage kt+1 -> LDS own share of
+        its token rows + scales; release stage kt
+        4 quarters (2 k16-steps each): wait_group(1) -> decode weights into the free A
+        fragment -> (first quarter: wait for both WGs' tokens of kt) -> wgmma x 2 blocks x 2
+        -> decode a piece of kt+1's tokens into the ring
+        fence.proxy.async, arrive on the ring's full barrier of kt+1
+    warp 8 (producer; warps 9-11 only give back registers): TMA token and weight bytes,
+    bulk-copy scale slabs, into the stage ring.
+
+    No empty barrier guards the token ring: buffer (kt+1) % 3 was last read by the wgmmas
+    of kt-2. A WG arrives on kt's full barrier only after its quarter-1 wait_group of kt-1,
+    when all its wgmmas of kt-2 are done; every thread waits on kt's full barrier before
+    it writes kt+1's tokens. So both WGs' reads of that buffer are complete before any
+    write to it. A tile starts by decoding its first K-tile's tokens (the ring's next
+    buffer, last read 3 K-tiles before, same argument).
 
     Two phases over the schedule (split_small_tiles): first the tiles that use more than
-    small_m token rows, then those with at most small_m, which the decoder decodes with
-    two threads per row and the consumers multiply at wgmma N = small_m. The producer
-    loads both alike.
+    small_m token rows, then those with at most small_m, multiplied at wgmma N = small_m
+    with the decode split over 4 threads per row. The producer loads both alike.
     """
 
     def __init__(self, config: Sm90Config, num_groups: int):
@@ -2345,19 +2377,16 @@ class Sm90Fp4GroupedGemm:
         self.num_groups = num_groups  # static grid of the descriptor-init kernel
         self.tile_m = config.tile_m
         self.tile_n = config.tile_n
+        self.blocks = config.blocks
         self.stages = config.stages
         self.token_buffers = config.token_buffers
-        self.num_wgs = config.consumer_wgs
-        self.num_consumer_threads = 128 * self.num_wgs
-        self.decode_wgs = config.decode_wgs
-        self.decode_warp0 = 4 * self.num_wgs
-        self.producer_warp = self.decode_warp0 + 4 * self.decode_wgs
-        self.threads = sm90_threads(config)
+        self.producer_warp = SM90_CONSUMER_THREADS // 32
         self.row_bytes = SM90_PACKED_K_TILE // 2
         self.a_stage_bytes = self.tile_m * self.row_bytes
         self.b_stage_bytes = self.tile_n * self.row_bytes
-        self.sf_stage_bytes = 2 * SF_ATOM_BYTES
-        self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + 2 * self.sf_stage_bytes
+        self.sfa_stage_bytes = self.tile_m // 128 * 2 * SF_ATOM_BYTES
+        self.sfb_stage_bytes = self.tile_n // 128 * 2 * SF_ATOM_BYTES
+        self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + self.sfa_stage_bytes + self.sfb_stage_bytes
         self.tbuf_bytes = self.tile_m * SM90_PACKED_K_TILE * 2  # one decoded token K-tile
 
     @staticmethod
@@ -2437,15 +2466,16 @@ class Sm90Fp4GroupedGemm:
         )
 
     def _tiled_mma(self, tokens: int):
-        """wgmma 64 weight rows x `tokens` per consumer warpgroup, A (weights) from registers."""
+        """wgmma 64 weight rows x `tokens` per consumer warpgroup and atom, A (weights) from
+        registers; a tile of tile_n rows repeats it `blocks` times per warpgroup."""
         return sm90_utils.make_trivial_tiled_mma(
             cutlass.Float16,
             cutlass.Float16,
             cute.nvgpu.warpgroup.OperandMajorMode.K,
             cute.nvgpu.warpgroup.OperandMajorMode.K,
             cutlass.Float32,
-            (self.num_wgs, 1, 1),
-            tiler_mn=(64, tokens),
+            (SM90_CONSUMER_WGS, 1, 1),
+            tiler_mn=(SM90_WEIGHT_ROWS_PER_BLOCK, tokens),
             a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
         )
 
@@ -2480,10 +2510,10 @@ class Sm90Fp4GroupedGemm:
                 cute.struct.MemRange[cutlass.Uint8, self.stages * self.b_stage_bytes], 1024
             ]
             sSFA: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.sf_stage_bytes], 128
+                cute.struct.MemRange[cutlass.Uint8, self.stages * self.sfa_stage_bytes], 128
             ]
             sSFB: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.sf_stage_bytes], 128
+                cute.struct.MemRange[cutlass.Uint8, self.stages * self.sfb_stage_bytes], 128
             ]
 
         self.shared_storage = SharedStorage
@@ -2492,7 +2522,7 @@ class Sm90Fp4GroupedGemm:
             num_tiles, num_full,
         ).launch(
             grid=[num_ctas, 1, 1],
-            block=[self.threads, 1, 1],
+            block=[SM90_THREADS, 1, 1],
             min_blocks_per_mp=1,
             stream=stream,
         )
@@ -2515,44 +2545,37 @@ class Sm90Fp4GroupedGemm:
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        # packed stages: TMA -> (decode WG, consumer WGs); every consuming thread arrives on
-        # the empty barrier after its own reads of the stage (release_stage)
+        # packed stages: TMA -> consumers; every consumer thread arrives on the empty
+        # barrier after its own reads of the stage (release_stage)
         ab_pipeline = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(
-                pipeline.Agent.Thread, self.num_consumer_threads + 128 * self.decode_wgs
-            ),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
-        # decoded token ring: decode WG (every thread arrives) -> consumer WGs (every thread)
+        # decoded token ring: every consumer thread arrives on a buffer's full barrier once
+        # its share is stored, and every one waits on it; its empty barriers go unused (the
+        # ring's order argument is in the class docstring)
         tok_pipeline = pipeline.PipelineAsync.create(
             barrier_storage=storage.tbar.data_ptr(),
             num_stages=self.token_buffers,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128 * self.decode_wgs),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.num_consumer_threads),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
         )
 
         mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))
         mSched = cute.make_tensor(sched_ptr, cute.make_layout((3, num_tiles), stride=(1, 3)))
 
-        if warp_idx == self.producer_warp:
-            self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
-        # with two decode warpgroups the consumers' registers come from the decoders'
-        # (sm90_register_split); the producer warp keeps the launch's count
-        reg_split = sm90_register_split(self.cfg)
-        if warp_idx >= self.decode_warp0 and warp_idx < self.producer_warp:
-            if cutlass.const_expr(reg_split is not None):
-                cute.arch.warpgroup_reg_dealloc(reg_split[1])
-            dtid = tidx - self.num_consumer_threads
-            self.token_decoder(dtid % 128, dtid // 128, storage, ab_pipeline, tok_pipeline,
-                               mSizes, mSched, num_tiles, num_full)
-        if warp_idx < self.decode_warp0:
-            if cutlass.const_expr(reg_split is not None):
-                cute.arch.warpgroup_reg_alloc(reg_split[0])
+        # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
+        if warp_idx >= self.producer_warp:
+            cute.arch.warpgroup_reg_dealloc(SM90_PRODUCER_REGISTERS)
+            if warp_idx == self.producer_warp:
+                self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
+        else:
+            cute.arch.warpgroup_reg_alloc(SM90_CONSUMER_REGISTERS)
             self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full)
 
@@ -2583,6 +2606,7 @@ class Sm90Fp4GroupedGemm:
             g = mSched[0, t]
             tm = mSched[1, t]
             tn = mSched[2, t]
+            n = mSizes[1, g]
             k = mSizes[2, g]
             rest_k = k // 64
             k_tiles = k // SM90_PACKED_K_TILE
@@ -2592,9 +2616,16 @@ class Sm90Fp4GroupedGemm:
             tensormap_acquire(desc_b)
             row_a = tm * self.tile_m
             row_b = tn * self.tile_n
-            # the 128-row scale block of this tile, at K-atom 0: 2 atoms (1 KB) per K tile
+            # the 128-row scale blocks of this tile, at K-atom 0: 2 atoms (1 KB) per K-tile.
+            # A weight block past the group's last one (N not a multiple of tile_n) copies
+            # the last block again, so every stage's byte count stays tx_bytes; its rows
+            # multiply TMA's zero-filled rows into outputs that are never stored.
             sfa_src = mPtrs[2, g] + Int64((row_a // 128) * rest_k) * SF_ATOM_BYTES
-            sfb_src = mPtrs[3, g] + Int64((row_b // 128) * rest_k) * SF_ATOM_BYTES
+            last_mb = (n + 127) // 128 - 1
+            sfb_src = [
+                mPtrs[3, g] + Int64(cutlass.min(row_b // 128 + b, last_mb) * rest_k) * SF_ATOM_BYTES
+                for b in range(self.tile_n // 128)
+            ]
             for kt in cutlass.range(k_tiles, unroll=1):
                 ab_pipeline.producer_acquire(state)
                 mbar = ab_pipeline.producer_get_barrier(state).toint()
@@ -2602,11 +2633,12 @@ class Sm90Fp4GroupedGemm:
                 kb = kt * self.row_bytes
                 tma_load_2d(sA0 + s * self.a_stage_bytes, desc_a, kb, row_a, mbar, is_leader)
                 tma_load_2d(sB0 + s * self.b_stage_bytes, desc_b, kb, row_b, mbar, is_leader)
-                koff = Int64(kt) * self.sf_stage_bytes
-                bulk_load(sSFA0 + s * self.sf_stage_bytes, sfa_src + koff, self.sf_stage_bytes,
+                koff = Int64(kt) * (2 * SF_ATOM_BYTES)
+                bulk_load(sSFA0 + s * self.sfa_stage_bytes, sfa_src + koff, self.sfa_stage_bytes,
                           mbar, is_leader)
-                bulk_load(sSFB0 + s * self.sf_stage_bytes, sfb_src + koff, self.sf_stage_bytes,
-                          mbar, is_leader)
+                for b in cutlass.range_constexpr(self.tile_n // 128):
+                    bulk_load(sSFB0 + s * self.sfb_stage_bytes + b * 2 * SF_ATOM_BYTES,
+                              sfb_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, is_leader)
                 ab_pipeline.producer_commit(state)
                 state.advance()
         ab_pipeline.producer_tail(state)
@@ -2617,113 +2649,24 @@ class Sm90Fp4GroupedGemm:
         scale slab atom a (sf_base = slab + a * 512): CUTLASS's 32x4x4 blocked layout."""
         return ld_shared_u32(sf_base + (r % 32) * 16 + ((r % 128) // 32) * 4)
 
-    @cute.jit
-    def token_decoder(self, dtid, dwg, storage, ab_pipeline, tok_pipeline, mSizes, mSched,
-                      num_tiles, num_full):
-        """Decode WG: packed token rows -> the fp16 ring, in the permuted K order of
-        sm90_logical_k. Thread dtid owns token row dtid: four swizzled 16-byte chunk loads,
-        then 16 STS.128 of (chunk 0..3) P values; eight consecutive rows per quarter warp
-        hit eight distinct 16-byte bank groups on both sides. With two decode WGs, WG dwg
-        decodes rows [dwg * rows / 2, (dwg + 1) * rows / 2) of every K-tile. Tiles of the
-        second phase decode only their small_m rows (so several threads share a row)."""
-        pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.token_buffers)
-        bidx, _, _ = cute.arch.block_idx()
-        gdim, _, _ = cute.arch.grid_dim()
-        for t in cutlass.range(bidx, num_full, gdim, unroll=1):
-            pk_state, tok_state = self.decode_tile(
-                t, self.tile_m, dtid, dwg, storage, ab_pipeline, tok_pipeline, pk_state,
-                tok_state, mSizes, mSched,
-            )
-        if cutlass.const_expr(self.cfg.small_m > 0):
-            for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
-                pk_state, tok_state = self.decode_tile(
-                    t, self.cfg.small_m, dtid, dwg, storage, ab_pipeline, tok_pipeline,
-                    pk_state, tok_state, mSizes, mSched,
-                )
-
-    @cute.jit
-    def decode_tile(self, t, rows: int, dtid, dwg, storage, ab_pipeline, tok_pipeline,
-                    pk_state, tok_state, mSizes, mSched):
-        """All K-tiles of schedule row t, `rows` (static) token rows of it, of which this
-        decode WG takes rows / decode_wgs. With fewer than 128 rows per WG, 128 / rows
-        threads share a row, each decoding as many of the four words of every chunk (whole
-        warps per word group), so no decode warp idles. Rows past the group's M are not
-        decoded: their buffer rows keep stale values, which reach only accumulator columns
-        (tokens) that the epilogue never stores."""
-        sA0 = storage.sPkA.data_ptr().toint()
-        sSFA0 = storage.sSFA.data_ptr().toint()
-        dT0 = storage.sDecT.data_ptr().toint()
-        mine = rows // self.decode_wgs
-        split = 128 // mine  # threads per row
-        words = 4 // split  # words of each packed chunk per thread
-        row = dwg * mine + dtid % mine
-        part = dtid // mine
-        swz = row % 8
-        g = mSched[0, t]
-        tm = mSched[1, t]
-        k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
-        sf_row = (tm * self.tile_m) % 128 + row
-        live = row < mSizes[0, g] - tm * self.tile_m  # a token row of the group
-        for _kt in cutlass.range(k_tiles, unroll=1):
-            ab_pipeline.consumer_wait(pk_state)
-            tok_pipeline.producer_acquire(tok_state)
-            s = pk_state.index
-            pk = sA0 + s * self.a_stage_bytes
-            sf = sSFA0 + s * self.sf_stage_bytes
-            tbuf = dT0 + tok_state.index * self.tbuf_bytes + row * 128
-            if live:
-                for p in cutlass.range_constexpr(split):
-                    if part == p:
-                        self.decode_token_words(pk, sf, sf_row, tbuf, row, swz, p * words,
-                                                (p + 1) * words)
-            # one proxy fence orders this thread's generic-proxy smem accesses before the
-            # async proxy's: its token stores before wgmma's reads, its reads of the stage
-            # before the producer's refill
-            cute.arch.fence_proxy("async.shared", space="cta")
-            self.release_stage(ab_pipeline, pk_state)
-            tok_pipeline.producer_commit(tok_state)
-            pk_state.advance()
-            tok_state.advance()
-        # returned, and reassigned by the caller: that is what makes the DSL carry the
-        # states through the caller's loop (a mutation inside a call is not seen there)
-        return pk_state, tok_state
-
-    @cute.jit
-    def decode_token_words(self, pk, sf, sf_row, tbuf, row, swz, word0: int, word1: int):
-        """Words word0 .. word1 - 1 (static) of the four packed chunks of token row `row` -> the fp16
-        buffer: 4 STS.128 per word, each of (chunk 0..3) P values. Loads only those words."""
-        load = {4: ld_shared_v4, 2: ld_shared_v2, 1: lambda a: [ld_shared_u32(a)]}[word1 - word0]
-        w = [[None] * word0 + list(load(pk + sw64(row, q) + 4 * word0)) for q in range(4)]
-        sc = []
-        for atom in cutlass.range_constexpr(2):
-            word = self.scale_word(sf + atom * SF_ATOM_BYTES, sf_row)
-            sc.extend(scale_pair_x64(word, Uint32(0)))
-            sc.extend(scale_pair_x64(word, Uint32(16)))
-        for wi in cutlass.range_constexpr(word0, word1):
-            # word wi of every chunk: P indices 4 wi .. 4 wi + 3; chunk q's
-            # K blocks are 2q (words 0, 1) and 2q + 1 (words 2, 3)
-            pq = [decode_e2m1_word(w[q][wi], sc[2 * q + wi // 2]) for q in range(4)]
-            for tt in cutlass.range_constexpr(4):
-                half, chunk = sm90_token_slot(4 * wi + tt)
-                st_shared_v4(tbuf + half * (self.tile_m * 128) + (swz ^ chunk) * 16,
-                             pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
-
+    # ---------------- consumers ----------------
     @cute.jit
     def consumer(self, tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
                  tok_pipeline, mSizes, mPtrs, mSched, num_tiles, num_full):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         full = self.mma_operands(tiled_mma, sT, tidx, self.tile_m)
-        pk_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        tok_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
-        rel_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers)
+        # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
+        # loaded during the current one); tok_w: the ring buffer being written, tok_r: read
+        states = (
+            pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages),
+            pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
+            pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
+        )
         bidx, _, _ = cute.arch.block_idx()
         gdim, _, _ = cute.arch.grid_dim()
         for t in cutlass.range(bidx, num_full, gdim, unroll=1):
-            pk_state, tok_state, rel_state = self.consume_tile(
-                t, tidx, tiled_mma, *full, storage, ab_pipeline, tok_pipeline, pk_state,
-                tok_state, rel_state, mSizes, mPtrs, mSched,
-            )
+            states = self.consume_tile(t, self.tile_m, tidx, tiled_mma, *full, storage,
+                                       ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mSched)
         if cutlass.const_expr(self.cfg.small_m > 0):
             # the first small_m rows of every token buffer, read by an N = small_m wgmma
             sT_small = cute.local_tile(
@@ -2731,10 +2674,8 @@ class Sm90Fp4GroupedGemm:
             )
             small = self.mma_operands(small_mma, sT_small, tidx, self.cfg.small_m)
             for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
-                pk_state, tok_state, rel_state = self.consume_tile(
-                    t, tidx, small_mma, *small, storage, ab_pipeline, tok_pipeline, pk_state,
-                    tok_state, rel_state, mSizes, mPtrs, mSched,
-                )
+                states = self.consume_tile(t, self.cfg.small_m, tidx, small_mma, *small, storage,
+                                           ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mSched)
 
     @cute.jit
     def mma_operands(self, tiled_mma, sT, tidx, tokens: int):
@@ -2742,82 +2683,202 @@ class Sm90Fp4GroupedGemm:
         thr_mma = tiled_mma.get_slice(tidx)
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
-        # (MMA, MMA_M=1, MMA_K=4) fp16 weight fragments for one K-half, written as u32 pairs
-        a_shape = thr_mma.partition_shape_A((64 * self.num_wgs, SM90_DECODE_K))
+        # (MMA, MMA_M = blocks, MMA_K = 2) fp16 weight fragments for one quarter K-tile
+        # (2 k16-steps), double-buffered, written as u32 pairs (sm90_fragment_index)
+        a_shape = thr_mma.partition_shape_A((SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK, SM90_PACKED_K_TILE // 4))
         tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
-        cC = cute.make_identity_tensor((self.tile_n, tokens))
-        tCcC = thr_mma.partition_C(cC)  # (MMA, MMA_M, MMA_N) -> (weight row, token)
-        acc = cute.make_rmem_tensor(tCcC.shape, cutlass.Float32)
+        # one accumulator per m64 block: block b covers tile rows 128 b .. 128 b + 127
+        cC = cute.make_identity_tensor((SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK, tokens))
+        tCcC = thr_mma.partition_C(cC)  # (MMA, 1, 1) -> (weight row in the block, token)
+        acc = [cute.make_rmem_tensor(tCcC.shape, cutlass.Float32) for _ in range(self.blocks)]
         return tCrT, tCrW, tCrW32, tCcC, acc
 
     @cute.jit
-    def consume_tile(self, t, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc, storage,
-                     ab_pipeline, tok_pipeline, pk_state, tok_state, rel_state, mSizes, mPtrs,
-                     mSched):
-        """All K-tiles of schedule row t, then its epilogue."""
-        sB0 = storage.sPkB.data_ptr().toint()
-        sSFB0 = storage.sSFB.data_ptr().toint()
-        # this thread's weight rows (wgmma A fragment rows m and m + 8) and K chunk q
-        wg = tidx // 128
-        lane = tidx % 32
-        q = lane % 4
-        w_row = wg * 64 + ((tidx % 128) // 32) * 16 + lane // 4
-
+    def consume_tile(self, t, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
+                     storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mSched):
+        """All K-tiles of schedule row t with `rows` (static) decoded token rows, then its
+        epilogue. Returns the pipeline states: reassigned by the caller, that is what makes
+        the DSL carry them through its loop (a mutation inside a call is not seen there)."""
         g = mSched[0, t]
         tm = mSched[1, t]
         tn = mSched[2, t]
         m = mSizes[0, g]
-        n = mSizes[1, g]
-        k = mSizes[2, g]
-        k_tiles = k // SM90_PACKED_K_TILE
+        k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
         row_a = tm * self.tile_m
-        row_b = tn * self.tile_n
-        sf_m0 = row_b % 128 + w_row
-        acc.fill(0.0)
+        tok = self.token_share(tidx, rows, m - row_a)
+        wgt = self.weight_share(tidx)
+        ahead, tok_w, tok_r = states
+        for a in acc:
+            a.fill(0.0)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-        for kt in cutlass.range(k_tiles, unroll=1):
-            ab_pipeline.consumer_wait(pk_state)
-            s = pk_state.index
-            # own weight rows: one 16-byte chunk (K 32q .. 32q+31) per row + its scales
-            pkB = sB0 + s * self.b_stage_bytes
-            wm0 = ld_shared_v4(pkB + sw64(w_row, q))
-            wm8 = ld_shared_v4(pkB + sw64(w_row + 8, q))
-            sfB = sSFB0 + s * self.sf_stage_bytes + (q // 2) * SF_ATOM_BYTES
-            sc_m0 = scale_pair_x64(self.scale_word(sfB, sf_m0), Uint32(16) * Uint32(q % 2))
-            sc_m8 = scale_pair_x64(self.scale_word(sfB, sf_m0 + 8), Uint32(16) * Uint32(q % 2))
-            self.release_stage(ab_pipeline, pk_state)
-            for half in cutlass.range_constexpr(2):
-                # the wgmmas that read this fragment (previous K-tile) are done
-                cute.nvgpu.warpgroup.wait_group(1)
-                if half == 1:
-                    # ... and so are all wgmmas of the previous K-tile: free its tokens
-                    if kt > 0:
-                        tok_pipeline.consumer_release(rel_state)
-                        rel_state.advance()
-                for wi in cutlass.range_constexpr(2):
-                    word = 2 * half + wi
-                    p0 = decode_e2m1_word(wm0[word], sc_m0[half])
-                    p8 = decode_e2m1_word(wm8[word], sc_m8[half])
-                    for tt in cutlass.range_constexpr(4):
-                        i = 4 * wi + tt  # P index within the half: step i // 2, slot i % 2
-                        tCrW32[half][(i % 2) * 2 + (i // 2) * 4] = p0[tt]
-                        tCrW32[half][(i % 2) * 2 + 1 + (i // 2) * 4] = p8[tt]
-                if half == 0:
-                    tok_pipeline.consumer_wait(tok_state)
-                cute.nvgpu.warpgroup.fence()
-                buf = tok_state.index
-                for kb in cutlass.range_constexpr(4):
-                    cute.gemm(tiled_mma, acc, tCrW[half][(None, None, kb)],
-                              tCrT[(None, None, kb, half + 2 * buf)], acc)
-                cute.nvgpu.warpgroup.commit_group()
-            pk_state.advance()
-            tok_state.advance()
+        # the first K-tile's tokens and weights, before any wgmma of the tile
+        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1, 2, 3))
+        self.publish_tokens(tok_pipeline, tok_w)
+        tok_w.advance()
+        wm, sc = self.load_weights(storage, ahead, wgt)
+        self.release_stage(ab_pipeline, ahead)
+        ahead.advance()
+        for _kt in cutlass.range(k_tiles - 1, unroll=1):
+            ahead, tok_w, tok_r, wm, sc = self.k_tile(
+                True, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
+                ahead, tok_w, tok_r, tok, wgt, wm, sc,
+            )
+        ahead, tok_w, tok_r, wm, sc = self.k_tile(
+            False, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
+            ahead, tok_w, tok_r, tok, wgt, wm, sc,
+        )
         cute.nvgpu.warpgroup.wait_group(0)
-        tok_pipeline.consumer_release(rel_state)
-        rel_state.advance()
-        self.epilogue(acc, tCcC, mPtrs[4, g], m, n, row_a, row_b)
-        return pk_state, tok_state, rel_state  # reassigned by the caller, see decode_tile
+        for b in cutlass.range_constexpr(self.blocks):
+            self.epilogue(acc[b], tCcC, mPtrs[4, g], m, mSizes[1, g], row_a, tn * self.tile_n + 128 * b)
+        return ahead, tok_w, tok_r
+
+    @cute.jit
+    def weight_share(self, tidx):
+        """This thread's weight rows: wgmma A fragment rows r0 and r0 + 8 of each m64 block
+        (block b of WG w holds tile rows 128 b + 64 w ..), and its 16-byte chunk q (K 32q ..
+        32q + 31) of each. Returns the offsets of row r0's chunk in a packed stage and of
+        its scale word in the stage's scale slab (rows 128 b + r0 + 8 h add 64 (128 b + 8 h)
+        and 1024 b + 128 h: same swizzle, r0 % 32 + 8 < 32), and the prmt selector of the
+        chunk's two K-block scales (bytes 2 (q % 2), 2 (q % 2) + 1 of K-atom q // 2)."""
+        lane = tidx % 32
+        q = lane % 4
+        r0 = (tidx // 128) * 64 + ((tidx % 128) // 32) * 16 + lane // 4
+        w_off = sw64(r0, q)
+        sf_off = (q // 2) * SF_ATOM_BYTES + (r0 % 32) * 16 + (r0 // 32) * 4
+        sel = Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
+        return w_off, sf_off, sel
+
+    @cute.jit
+    def token_share(self, tidx, rows: int, rows_left):
+        """This thread's share of a tile's token decode (all 256 consumer threads, `rows`
+        static): chunks cpt * group .. + cpt - 1 of token row trow (sm90_token_lane). Word
+        w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to K-half w // 2 of the ring
+        buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under the SW128 XOR
+        (sm90_token_slot), 4 bytes at 4q: the thread's cpt chunks make one 4 cpt-byte store.
+        `live` is warp-uniform: a warp whose rows all lie past the group's M skips the decode
+        (its buffer rows keep stale values, which reach only accumulator columns that the
+        epilogue never stores)."""
+        split, cpt = sm90_token_split(rows)
+        per_warp = 32 // split
+        warp = tidx // 32
+        lane = tidx % 32
+        group = (lane // 8) % split
+        trow = warp * per_warp + (lane // (8 * split)) * 8 + lane % 8
+        live = warp * per_warp < rows_left
+        return trow, group, cpt, live
+
+    @cute.jit
+    def token_chunks(self, storage, ab_pipeline, ahead, tok):
+        """Waits for stage `ahead`; loads this thread's packed token chunks (16-byte loads)
+        and, per chunk, the f16x2 scales of its two K-blocks (words 0-1, words 2-3)."""
+        trow, group, cpt, _ = tok
+        ab_pipeline.consumer_wait(ahead)
+        pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
+        sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
+        packed, scales = [], []
+        for c in cutlass.range_constexpr(cpt):
+            q = cpt * group + c
+            packed.append(ld_shared_v4(pk + sw64(trow, q)))
+            # chunk q's K-blocks 2q, 2q + 1: K-atom q // 2, bytes 2 (q % 2), 2 (q % 2) + 1
+            word = self.scale_word(sf + (q // 2) * SF_ATOM_BYTES, trow)
+            sel = Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
+            scales.append(scale_pair_x64(word, sel))
+        return packed, scales
+
+    @cute.jit
+    def store_token_words(self, storage, tok_w, tok, packed, scales, words):
+        """Words `words` (static) of this thread's chunks -> the ring buffer tok_w: per word
+        and P index one 8-byte store (4-byte at cpt = 1) of the chunks' P values."""
+        trow, group, cpt, live = tok
+        if live:
+            base = (storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
+                    + trow * 128 + 4 * cpt * group)
+            key = trow % 8
+            for w in words:
+                pq = [decode_e2m1_word(packed[c][w], scales[c][w // 2]) for c in range(cpt)]
+                for tt in cutlass.range_constexpr(4):
+                    addr = base + (w // 2) * (self.tile_m * 128) + (key ^ (4 * (w % 2) + tt)) * 16
+                    if cutlass.const_expr(cpt == 2):
+                        st_shared_v2(addr, pq[0][tt], pq[1][tt])
+                    else:
+                        st_shared_u32(addr, pq[0][tt])
+
+    @cute.jit
+    def publish_tokens(self, tok_pipeline, tok_w):
+        # the proxy fence orders this thread's generic-proxy token stores before the async
+        # proxy's wgmma reads that the full barrier hands them to
+        cute.arch.fence_proxy("async.shared", space="cta")
+        tok_pipeline.producer_commit(tok_w)
+
+    @cute.jit
+    def load_weights(self, storage, state, wgt):
+        """This thread's weight rows of stage `state` (already waited for): the 16-byte chunk
+        of each row (word j feeds quarter j) and the f16x2 scales of its two K-blocks."""
+        w_off, sf_off, sel = wgt
+        pkB = storage.sPkB.data_ptr().toint() + state.index * self.b_stage_bytes
+        sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
+        wm = [[ld_shared_v4(pkB + w_off + 64 * (128 * b + 8 * h)) for h in range(2)]
+              for b in range(self.blocks)]
+        sc = [[scale_pair_x64(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
+               for h in range(2)] for b in range(self.blocks)]
+        return wm, sc
+
+    @cute.jit
+    def k_tile(self, with_next: bool, tiled_mma, tCrT, tCrW, tCrW32, acc, storage,
+               ab_pipeline, tok_pipeline, ahead, tok_w, tok_r, tok, wgt, wm, sc):
+        """One K-tile: wgmmas on the weights `wm`, `sc` (loaded a K-tile earlier) and ring
+        buffer tok_r's tokens. With `with_next` (static: all but a tile's last K-tile) it
+        also decodes stage ahead's tokens into ring buffer tok_w (quarters 0, 1), loads
+        stage ahead's weights for the next K-tile (after quarter 3's wgmmas, when this
+        K-tile's are dead) and releases that stage: the loads' latency then hides behind
+        the wgmmas in flight. The arrive on tok_w's full
+        barrier comes after quarter 1's wait_group, when every wgmma of 2 K-tiles ago is
+        done (the ring's order argument, class docstring)."""
+        packed, scales = None, None
+        wm_next, sc_next = wm, sc
+        # 4 x blocks wgmma groups per K-tile: group g multiplies block g % blocks at k16-steps
+        # 2j, 2j + 1 (word j = g // blocks of the rows' chunks), so a group's A fragment
+        # is 8 registers and two of them are in flight
+        groups = 4 * self.blocks
+        for g in cutlass.range_constexpr(groups):
+            j = g // self.blocks
+            blocks = (g % self.blocks,)
+            f = g % 2
+            # the group that read fragment f (two groups ago) is done
+            cute.nvgpu.warpgroup.wait_group(1)
+            for b in blocks:
+                for h in cutlass.range_constexpr(2):
+                    p = decode_e2m1_word(wm[b][h][j], sc[b][h][j // 2])
+                    for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
+                        tCrW32[f][sm90_fragment_index(h, tt % 2, 0, tt // 2, 1)] = p[tt]
+            if cutlass.const_expr(g == 0):
+                tok_pipeline.consumer_wait(tok_r)
+            cute.nvgpu.warpgroup.fence()
+            buf = tok_r.index
+            for b in blocks:
+                for st in cutlass.range_constexpr(2):
+                    cute.gemm(tiled_mma, acc[b], tCrW[f][(None, None, st)],
+                              tCrT[(None, None, 2 * (j % 2) + st, j // 2 + 2 * buf)], acc[b])
+            cute.nvgpu.warpgroup.commit_group()
+            if cutlass.const_expr(with_next):
+                if cutlass.const_expr(g == 0):
+                    packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+                # words 0, 1 after the first group, 2, 3 after the next word's first group;
+                # the arrive after group 1's wait_group, which retired all of kt - 1
+                if cutlass.const_expr(g % self.blocks == 0 and j < 2):
+                    self.store_token_words(storage, tok_w, tok, packed, scales, (2 * j, 2 * j + 1))
+                if cutlass.const_expr(g == self.blocks):
+                    self.publish_tokens(tok_pipeline, tok_w)
+                if cutlass.const_expr(g == groups - 1):
+                    wm_next, sc_next = self.load_weights(storage, ahead, wgt)
+                    self.release_stage(ab_pipeline, ahead)
+        if cutlass.const_expr(with_next):
+            tok_w.advance()
+            ahead.advance()
+        tok_r.advance()
+        return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
     def epilogue(self, acc, tCcC, c_addr, m, n, row_a, row_b):
@@ -2832,9 +2893,36 @@ class Sm90Fp4GroupedGemm:
 # <<< sm90 kernel
 
 
-def choose_sm90_config(sizes: Sequence[Sequence[int]]) -> Sm90Config:
-    """One config measured best on the H200 for all four benchmark shapes (notes/)."""
-    return Sm90Config()
+# Cost of a tile on the H200, measured (notes/measurements.md, 2026-12-01, second session):
+# microseconds per 128-K K-tile by (tile_n, token rows), and a fixed cost per tile that takes
+# in its prologue, epilogue and pipeline fill. Only ratios matter: they pick the tile_n.
+SM90_KTILE_US = {(256, 128): 1.72, (256, 64): 1.06, (128, 128): 1.01, (128, 64): 0.62}
+SM90_TILE_US = {256: 5.0, 128: 1.8}
+SM90_TILE_N_CHOICES = (128, 256)
+
+
+def sm90_makespan_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> float:
+    """The slowest CTA's modeled time under the kernel's static round robin: schedule row i
+    (both phases, split_small_tiles order) runs on CTA i % grid."""
+    rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
+    num_full = len(rows)
+    if cfg.small_m:
+        rows, num_full = split_small_tiles(rows, sizes, cfg.tile_m, cfg.small_m)
+    grid = persistent_grid(len(rows), num_sms)
+    load = [0.0] * grid
+    for i, (g, _tm, _tn) in enumerate(rows):
+        tokens = cfg.tile_m if i < num_full else cfg.small_m
+        ktile = SM90_KTILE_US[(cfg.tile_n, tokens)]
+        load[i % grid] += sizes[g][2] / SM90_PACKED_K_TILE * ktile + SM90_TILE_US[cfg.tile_n]
+    return max(load)
+
+
+def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm90Config:
+    """tile_n 256 halves the token decode per MAC but makes tiles twice as long: it wins
+    where the schedule still fills the SMs (the G = 8, N = 7168 benchmark), 128 elsewhere.
+    Picked by the modeled makespan of both (ties go to the smaller tile)."""
+    configs = [Sm90Config(tile_n=n) for n in SM90_TILE_N_CHOICES]
+    return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
 
 
 def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:

@@ -104,13 +104,13 @@ def test_many_tiles_per_cta_both_phases(num_sms):
 
 
 @pytest.mark.parametrize("num_sms", [1, 3])
-def test_two_decode_warpgroups_with_register_split(num_sms):
-    """Hopper with two token-decode warpgroups (decode_wgs = 2: half the rows each, and a
-    setmaxnreg split that moves registers from the decoders to the consumers), on a tiny
-    grid so that every CTA walks many tiles of both phases."""
+def test_both_tile_widths(num_sms):
+    """Hopper at both tile_n (128: one m64 wgmma block per consumer warpgroup; 256: two),
+    on a tiny grid so that every CTA walks many tiles of both phases."""
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
-    _run_small_grid(num_sms, submission.sm90_backend(), decode_wgs=2)
+    for tile_n in submission.SM90_TILE_N_CHOICES:
+        _run_small_grid(num_sms, submission.sm90_backend(), tile_n=tile_n)
 
 
 def test_bitwise_deterministic():

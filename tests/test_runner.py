@@ -24,7 +24,7 @@ class StubKernel:
     def backend(self):
         return KernelBackend(
             name="stub",
-            choose_config=lambda sizes: ("cfg", 128, 128),
+            choose_config=lambda sizes, num_sms: ("cfg", 128, 128),
             can_implement=lambda cfg, sizes: (self.can, "stub says no"),
             tile_shape=lambda cfg: (cfg[1], cfg[2]),
             compile=self._compile,

@@ -93,48 +93,105 @@ def test_launch_registers():
     # ptxas budgets whole warpgroups: 13 warps -> 4 WGs (128), 17 warps -> 5 WGs (96)
     assert S.sm90_launch_registers(416) == 128
     assert S.sm90_launch_registers(544) == 96
-    assert S.sm90_launch_registers(640) == 96
+    assert S.sm90_launch_registers(S.SM90_THREADS) == 168
     assert S.sm90_launch_registers(128) == 255 // 8 * 8
 
 
 def test_register_split_fits_the_ctas_pool():
-    """setmaxnreg.inc spins until the CTA's pool (warps x launch registers) can grant it:
-    every split must fit that pool exactly or with room, in steps of 8, and give the
-    consumers more than their estimate (ptxas used 125 where the estimate is 120)."""
-    assert S.sm90_register_split(S.Sm90Config()) is None  # 416 threads: 128 each, no split
-    cfg = S.Sm90Config(decode_wgs=2)
-    consumer, decoder = S.sm90_register_split(cfg)
-    assert (consumer, decoder) == (128, 64)
-    threads = S.sm90_threads(cfg)
-    launch = S.sm90_launch_registers(threads)
-    pool = threads * launch  # 544 x 96
-    used = 128 * cfg.consumer_wgs * consumer + 128 * cfg.decode_wgs * decoder + 32 * launch
-    assert used <= pool and consumer % 8 == 0 and decoder % 8 == 0
-    assert consumer > S.sm90_consumer_registers(cfg) and decoder >= S.SM90_DECODER_MIN_REGISTERS
+    """setmaxnreg.inc spins until the CTA's pool (warps x launch registers) can grant it (a
+    larger request hung the H200 once): the consumers' and the producer warpgroup's counts
+    must fit the pool of the 384-thread launch, in setmaxnreg's steps of 8."""
+    launch = S.sm90_launch_registers(S.SM90_THREADS)
+    pool = S.SM90_THREADS * launch
+    used = S.SM90_CONSUMER_THREADS * S.SM90_CONSUMER_REGISTERS + 128 * S.SM90_PRODUCER_REGISTERS
+    assert used <= pool
+    assert S.SM90_CONSUMER_REGISTERS % 8 == 0 and S.SM90_PRODUCER_REGISTERS % 8 == 0
+    assert S.SM90_CONSUMER_REGISTERS <= 255 and S.SM90_PRODUCER_REGISTERS >= 24
 
 
-def test_register_split_rejects_a_starved_decoder(monkeypatch):
-    monkeypatch.setattr(S, "sm90_consumer_registers", lambda cfg: 200)
-    assert S.sm90_register_split(S.Sm90Config(decode_wgs=2))[1] < S.SM90_DECODER_MIN_REGISTERS
-    assert not S.sm90_config_is_legal(S.Sm90Config(decode_wgs=2))
+def test_consumer_registers_decide_legality(monkeypatch):
+    assert S.sm90_consumer_registers(S.Sm90Config()) <= S.SM90_CONSUMER_REGISTERS
+    monkeypatch.setattr(S, "sm90_consumer_registers", lambda cfg: S.SM90_CONSUMER_REGISTERS + 8)
+    assert not S.sm90_config_is_legal(S.Sm90Config())
+
+
+def test_token_split_covers_every_row_and_word_once():
+    """All 256 consumer threads share a tile's token decode: (row, chunk word) pairs are
+    covered exactly once, and every thread's words sit in one K-block of each chunk (so
+    one scale per chunk serves them)."""
+    for rows in (128, 64):
+        split, words = S.sm90_token_split(rows)
+        seen = []
+        for t in range(S.SM90_CONSUMER_THREADS):
+            trow, tword = t % rows, (t // rows) * words
+            assert len({(tword + p) // 2 for p in range(words)}) == 1
+            seen += [(trow, tword + p) for p in range(words)]
+        assert sorted(seen) == [(r, w) for r in range(rows) for w in range(4)]
+
+
+def test_fragment_index_matches_the_wgmma_register_order():
+    """sm90_fragment_index(h, slot, block, step) is CuTe's ((1, 2, 2), blocks, 2) u32 layout:
+    a bijection onto 0 .. 8 * blocks - 1 (probed from make_fragment_A on the DSL)."""
+    for blocks in (1, 2):
+        idx = [S.sm90_fragment_index(h, sl, b, st, blocks)
+               for h in range(2) for sl in range(2) for b in range(blocks) for st in range(2)]
+        assert sorted(idx) == list(range(8 * blocks))
+    assert S.sm90_fragment_index(1, 0, 0, 0, 2) == 1  # row r0 + 8
+    assert S.sm90_fragment_index(0, 1, 0, 0, 2) == 2  # k = 2q + 8
+    assert S.sm90_fragment_index(0, 0, 1, 0, 2) == 4  # block 1 (rows + 128)
+    assert S.sm90_fragment_index(0, 0, 0, 1, 2) == 8  # the quarter's second k16-step
+
+
+def test_token_store_slots_match_sm90_token_slot():
+    """The kernel's STS address: word w's P[4w + tt] goes to K-half w // 2 at 16-byte chunk
+    (trow % 8) ^ (4 (w % 2)) ^ tt, which is sm90_token_slot's chunk under the SW128 XOR."""
+    for trow in range(8):
+        for w in range(4):
+            for tt in range(4):
+                half, chunk = S.sm90_token_slot(4 * w + tt)
+                assert half == w // 2
+                assert ((trow % 8) ^ (4 * (w % 2)) ^ tt) == ((trow % 8) ^ chunk)
+
+
+def test_weight_rows_share_one_swizzle_and_scale_base():
+    """weight_share's single offsets: rows 128 b + r0 + 8 h of a thread have r0's swizzle
+    and r0's scale-word position plus 1024 b + 128 h, for every consumer thread."""
+    for tidx in range(S.SM90_CONSUMER_THREADS):
+        lane, q = tidx % 32, tidx % 4
+        r0 = (tidx // 128) * 64 + ((tidx % 128) // 32) * 16 + lane // 4
+        for b in range(2):
+            for h in range(2):
+                r = 128 * b + r0 + 8 * h
+                assert S.sw64(r, q) == S.sw64(r0, q) + 64 * (128 * b + 8 * h)
+                sf = (r // 128) * 1024 + (q // 2) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4
+                sf0 = (q // 2) * 512 + (r0 % 32) * 16 + (r0 // 32) * 4
+                assert sf == sf0 + 1024 * b + 128 * h
+
+
+def test_scale_selectors_pick_the_chunk_blocks():
+    """prmt selectors: a weight chunk q takes bytes 2 (q % 2), 2 (q % 2) + 1 of its K-atom;
+    a token word pair of K-block offset c takes bytes c and c + 2 (chunks 0 / 1 of an atom)."""
+    for q in range(4):
+        sel = S.sm90_scale_selector(0, 1) + 0x22 * (q % 2)
+        assert (sel & 0xF, sel >> 4) == (2 * (q % 2), 2 * (q % 2) + 1)
+    for c in range(2):
+        sel = S.sm90_scale_selector(0, 2) + 0x11 * c
+        assert (sel & 0xF, sel >> 4) == (c, c + 2)
 
 
 @pytest.mark.parametrize(
     "kw, legal",
     [
         ({}, True),
-        ({"tile_n": 64}, True),
-        ({"tile_n": 64, "decode_wgs": 2}, True),
-        ({"decode_wgs": 2}, True),  # 96 registers at launch; setmaxnreg: consumers 128, decoders 64
-        ({"tile_m": 64, "small_m": 0}, True),
-        ({"tile_m": 64, "small_m": 0, "decode_wgs": 2}, True),  # 32 accumulators fit in 96 registers
-        ({"tile_m": 64, "decode_wgs": 2, "small_m": 0, "tile_n": 64}, True),
-        ({"tile_m": 64, "decode_wgs": 2, "small_m": 64}, False),  # small phase needs 128-row tiles
-        ({"tile_m": 64}, False),  # the narrow second phase needs 128-row tiles
+        ({"tile_n": 256}, True),
+        ({"small_m": 0}, True),
+        ({"stages": 6}, True),
+        ({"tile_n": 64}, False),  # at least one m64 block per consumer warpgroup
+        ({"tile_m": 64}, False),
         ({"small_m": 32}, False),
         ({"stages": 1}, False),
-        ({"stages": 9}, False),
-        ({"token_buffers": 1}, False),
+        ({"tile_n": 256, "stages": 5}, False),  # 5 x 27 KB stages + the 96 KB token ring > 227 KB
+        ({"token_buffers": 2}, False),  # the ring's order argument needs 3
         ({"tile_m": 96}, False),
         ({"swap_ab": False}, False),
     ],
@@ -144,4 +201,4 @@ def test_legality(kw, legal):
     assert S.sm90_config_is_legal(cfg) is legal
     if legal:
         assert S.sm90_smem_bytes(cfg) <= S.SM90_SMEM_CAPACITY
-        assert S.sm90_threads(cfg) == 128 * (cfg.consumer_wgs + cfg.decode_wgs) + 32
+        assert cfg.blocks * 2 * 64 == cfg.tile_n

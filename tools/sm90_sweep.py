@@ -2,9 +2,16 @@
 (15 inputs per shape, L2 flushed, one event pair around the 15 calls) and checks each
 result against the exact reference once. For config experiments on the H200:
 
-    python tools/sm90_sweep.py "tile_n=128,stages=4" "stages=6,token_buffers=2" ...
+    python tools/sm90_sweep.py "tile_n=256,stages=4" "small_m=0" ...
+    python tools/sm90_sweep.py --module old/submission.py ""     # another submission.py
+    python tools/sm90_sweep.py --kernel-time ""                   # + per-call GPU time
+
+--kernel-time adds, per shape, the GEMM kernel's own duration per call (CUDA activity of
+torch.profiler over one round of the 15 calls), so that host-bound shapes show as such.
 """
 
+import argparse
+import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -12,15 +19,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
 
-import eval as ev  # noqa: E402
-import reference  # noqa: E402
-import submission as S  # noqa: E402
-from tests.cases import task_cases  # noqa: E402
+def load_submission(path: str | None):
+    """The submission module, from `path` when given (registered as `submission`, so that
+    the harness files import that one)."""
+    if path:
+        spec = importlib.util.spec_from_file_location("submission", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = mod
+        spec.loader.exec_module(mod)
+    import submission
+
+    return submission
 
 
-def parse(spec: str) -> S.Sm90Config:
+def parse(S, spec: str):
     kw = {}
     for item in filter(None, spec.split(",")):
         key, value = item.split("=")
@@ -28,18 +41,50 @@ def parse(spec: str) -> S.Sm90Config:
     return S.Sm90Config(**kw)
 
 
+def kernel_us_per_call(S, data_list) -> float:
+    """Sum of the GEMM kernels' CUDA durations over one round of the calls, per call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for data in data_list:
+            S.custom_kernel(data)
+        torch.cuda.synchronize()
+    total = 0.0
+    for e in prof.events():
+        if e.device_type.name == "CUDA" and "Sm90" in e.name:
+            total += e.device_time
+    return total / len(data_list)
+
+
 def main() -> int:
-    specs = sys.argv[1:] or [""]
-    cases = task_cases("benchmarks")
-    for spec in specs:
-        cfg = parse(spec)
-        if not S.sm90_config_is_legal(cfg):
-            print(f"{spec or 'default'}: illegal {cfg}")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("specs", nargs="*", default=[""])
+    ap.add_argument("--module", default=None, help="path of another submission.py to time")
+    ap.add_argument("--kernel-time", action="store_true")
+    ap.add_argument("--shapes", default="0,1,2,3", help="indexes into task.yml's benchmarks")
+    args = ap.parse_args()
+    S = load_submission(args.module)
+
+    import torch
+
+    import eval as ev
+    import reference
+    from tests.cases import task_cases
+
+    cases = [task_cases("benchmarks")[int(i)] for i in args.shapes.split(",")]
+    tag = f"[{args.module}] " if args.module else ""
+    for spec in args.specs or [""]:
+        cfg = parse(S, spec) if spec != "auto" else None
+        if cfg is not None and not S.sm90_config_is_legal(cfg):
+            print(f"{tag}{spec or 'default'}: illegal {cfg}")
             continue
-        S.choose_sm90_config = lambda sizes, cfg=cfg: cfg
+        if cfg is not None:  # "auto": the submission's own choice per shape
+            S.choose_sm90_config = lambda sizes, num_sms=0, cfg=cfg: cfg
         S._runners.clear()
         S._last_runner = None
-        times = []
+        times, kernel = [], []
         for case in cases:
             test = ev.TestCase(dict(case.args()), "")
             data_list = ev._benchmark_inputs(test)
@@ -48,9 +93,17 @@ def main() -> int:
             ok = all(torch.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(out, ref))
             stats = ev.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
             times.append(stats.mean / 1e3)
-            print(f"  {spec or 'default'} {case.id}: {stats.mean / 1e3:.2f} us {'ok' if ok else 'MISMATCH'}")
+            extra = ""
+            if args.kernel_time:
+                kernel.append(kernel_us_per_call(S, data_list))
+                extra = f" (kernel {kernel[-1]:.2f} us)"
+            print(f"  {tag}{spec or 'default'} {case.id}: {stats.mean / 1e3:.2f} us{extra} {'ok' if ok else 'MISMATCH'}")
         geo = math.exp(sum(map(math.log, times)) / len(times))
-        print(f"{spec or 'default'}: " + " / ".join(f"{t:.1f}" for t in times) + f"  geomean {geo:.2f} us")
+        line = f"{tag}{spec or 'default'}: " + " / ".join(f"{t:.1f}" for t in times) + f"  geomean {geo:.2f} us"
+        if kernel:
+            kgeo = math.exp(sum(map(math.log, kernel)) / len(kernel))
+            line += "  | kernel " + " / ".join(f"{t:.1f}" for t in kernel) + f"  geomean {kgeo:.2f} us"
+        print(line)
     return 0
 
 
