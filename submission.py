@@ -473,6 +473,8 @@ class GroupedGemmRunner:
 
     Caches, all bounded LRU:
       compiled:  (config, num_groups) -> CompiledKernels
+      plans:     sizes -> (config, None) or (None, reason); the config choice can model the
+                 schedule (milliseconds of Python), so it runs once per problem sizes
       schedules: (sizes, tile shape, small_m) -> TileSchedule
       pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
       calls:     ids of the call's tensors and its sizes -> CallEntry
@@ -484,6 +486,7 @@ class GroupedGemmRunner:
         self.backend = backend
         self.num_sms = num_sms
         self.compiled = LruCache(16)
+        self.plans = LruCache(maxsize)
         self.schedules = LruCache(maxsize)
         self.pointers = LruCache(maxsize)
         self.calls = CallCache(maxsize)
@@ -519,6 +522,9 @@ class GroupedGemmRunner:
             return None, "inputs are not in the dense layout the TMA descriptors address"
         if not sizes:
             return None, "every group is empty"
+        return self.plans.get_or_create(sizes, lambda: self._plan(sizes))
+
+    def _plan(self, sizes):
         config = self.backend.choose_config(sizes, self.num_sms)
         ok, reason = self.backend.can_implement(config, sizes)
         return (config, None) if ok else (None, reason)
@@ -2068,11 +2074,19 @@ def sm90_token_lane(tidx: int, rows: int) -> tuple[int, int]:
     half-warp of its 8-byte stores (4-byte at 64 rows) 8 rows x all the chunk groups
     (32 distinct banks under SW128)."""
     split, _ = sm90_token_split(rows)
-    warp, lane = divmod(tidx, 32)
+    warp, lane = tidx // 32, tidx % 32
     per_warp = 32 // split
     group = (lane // 8) % split
     row = warp * per_warp + (lane // (8 * split)) * 8 + lane % 8
     return row, group
+
+
+def sm90_weight_lane(tidx: int) -> tuple[int, int]:
+    """(row r0, chunk q) of consumer thread tidx: wgmma's m64 A fragment gives the thread rows
+    r0 and r0 + 8 of each block (block b of WG w holds tile rows 128 b + 64 w ..), and the K
+    permutation (sm90_logical_k) its 16-byte chunk q = lane % 4 of each row."""
+    lane = tidx % 32
+    return (tidx // 128) * 64 + ((tidx % 128) // 32) * 16 + lane // 4, lane % 4
 
 
 def sm90_consumer_registers(cfg: Sm90Config) -> int:
@@ -2742,9 +2756,7 @@ class Sm90Fp4GroupedGemm:
         its scale word in the stage's scale slab (rows 128 b + r0 + 8 h add 64 (128 b + 8 h)
         and 1024 b + 128 h: same swizzle, r0 % 32 + 8 < 32), and the prmt selector of the
         chunk's two K-block scales (bytes 2 (q % 2), 2 (q % 2) + 1 of K-atom q // 2)."""
-        lane = tidx % 32
-        q = lane % 4
-        r0 = (tidx // 128) * 64 + ((tidx % 128) // 32) * 16 + lane // 4
+        r0, q = sm90_weight_lane(tidx)
         w_off = sw64(r0, q)
         sf_off = (q // 2) * SF_ATOM_BYTES + (r0 % 32) * 16 + (r0 // 32) * 4
         sel = Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
@@ -2761,12 +2773,9 @@ class Sm90Fp4GroupedGemm:
         (its buffer rows keep stale values, which reach only accumulator columns that the
         epilogue never stores)."""
         split, cpt = sm90_token_split(rows)
-        per_warp = 32 // split
-        warp = tidx // 32
-        lane = tidx % 32
-        group = (lane // 8) % split
-        trow = warp * per_warp + (lane // (8 * split)) * 8 + lane % 8
-        live = warp * per_warp < rows_left
+        trow, group = sm90_token_lane(tidx, rows)
+        # the warp's first row: the warp covers 32 // split consecutive rows from there
+        live = (tidx // 32) * (32 // split) < rows_left
         return trow, group, cpt, live
 
     @cute.jit

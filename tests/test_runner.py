@@ -17,19 +17,23 @@ class StubKernel:
     the pointers it was given, so stale descriptors would give wrong results."""
 
     def __init__(self, can=True):
-        self.compiles, self.inits, self.launches = 0, 0, 0
+        self.compiles, self.inits, self.launches, self.choices = 0, 0, 0, 0
         self.can = can
         self.data_by_ptrs = {}
 
     def backend(self):
         return KernelBackend(
             name="stub",
-            choose_config=lambda sizes, num_sms: ("cfg", 128, 128),
+            choose_config=self._choose,
             can_implement=lambda cfg, sizes: (self.can, "stub says no"),
             tile_shape=lambda cfg: (cfg[1], cfg[2]),
             compile=self._compile,
             num_desc=5,
         )
+
+    def _choose(self, sizes, num_sms):
+        self.choices += 1
+        return ("cfg", 128, 128)
 
     def _compile(self, config, num_groups):
         self.compiles += 1
@@ -296,3 +300,13 @@ def test_direct_launcher_declines_an_unknown_executor_layout():
     fn = type("Fn", (), {"_default_executor": object()})()
     assert submission.direct_launcher(fn, [1]) is None
     assert submission.direct_launcher(object(), [1]) is None
+
+
+def test_config_choice_runs_once_per_problem_sizes(stub):
+    """The choice can model the whole schedule (milliseconds): new pointers with the same
+    sizes (the leaderboard's 15 inputs of a shape) reuse it; other sizes choose again."""
+    for seed in (1, 2, 3):
+        submission.custom_kernel(stub.register(_data(seed)))
+    assert stub.choices == 1 and stub.inits == 3
+    submission.custom_kernel(stub.register(_data(4, m=(64,), n=(256,), k=(256,))))
+    assert stub.choices == 2 and len(stub.runner.plans) == 2

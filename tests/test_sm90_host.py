@@ -115,18 +115,34 @@ def test_consumer_registers_decide_legality(monkeypatch):
     assert not S.sm90_config_is_legal(S.Sm90Config())
 
 
-def test_token_split_covers_every_row_and_word_once():
-    """All 256 consumer threads share a tile's token decode: (row, chunk word) pairs are
-    covered exactly once, and every thread's words sit in one K-block of each chunk (so
-    one scale per chunk serves them)."""
+def test_token_lanes_cover_every_row_and_chunk_once_without_bank_conflicts():
+    """All 256 consumer threads share a tile's token decode: (row, chunk) pairs are covered
+    exactly once; each 8-lane phase of the 16-byte loads reads one chunk of 8 consecutive
+    rows (8 distinct 16-byte bank groups under SW64); each half-warp of the 8-byte stores
+    (the whole warp for the 4-byte ones at 64 rows) hits 32 distinct banks under SW128."""
     for rows in (128, 64):
-        split, words = S.sm90_token_split(rows)
+        split, cpt = S.sm90_token_split(rows)
         seen = []
-        for t in range(S.SM90_CONSUMER_THREADS):
-            trow, tword = t % rows, (t // rows) * words
-            assert len({(tword + p) // 2 for p in range(words)}) == 1
-            seen += [(trow, tword + p) for p in range(words)]
-        assert sorted(seen) == [(r, w) for r in range(rows) for w in range(4)]
+        lanes = [S.sm90_token_lane(t, rows) for t in range(S.SM90_CONSUMER_THREADS)]
+        for row, group in lanes:
+            seen += [(row, cpt * group + c) for c in range(cpt)]
+        assert sorted(seen) == [(r, q) for r in range(rows) for q in range(4)]
+        for warp in range(S.SM90_CONSUMER_THREADS // 32):
+            w = lanes[32 * warp: 32 * warp + 32]
+            for c in range(cpt):
+                for ph in range(4):  # 16-byte loads: 8 lanes per phase
+                    groups = {(S.sw64(r, cpt * g + c) % 128) // 16 for r, g in w[8 * ph: 8 * ph + 8]}
+                    assert len(groups) == 8, (rows, warp, c, ph)
+            for word in range(4):
+                for tt in range(4):
+                    for ph in range(2 if cpt == 2 else 1):  # 8-byte: half-warps; 4-byte: warp
+                        n = 16 if cpt == 2 else 32
+                        banks = []
+                        for r, g in w[n * ph: n * ph + n]:
+                            chunk = (r % 8) ^ (4 * (word % 2) + tt)
+                            start = (r * 128 + chunk * 16 + 4 * cpt * g) // 4
+                            banks += [(start + i) % 32 for i in range(cpt)]
+                        assert len(set(banks)) == 32, (rows, warp, word, tt, ph)
 
 
 def test_fragment_index_matches_the_wgmma_register_order():
@@ -156,9 +172,10 @@ def test_token_store_slots_match_sm90_token_slot():
 def test_weight_rows_share_one_swizzle_and_scale_base():
     """weight_share's single offsets: rows 128 b + r0 + 8 h of a thread have r0's swizzle
     and r0's scale-word position plus 1024 b + 128 h, for every consumer thread."""
+    rows = set()
     for tidx in range(S.SM90_CONSUMER_THREADS):
-        lane, q = tidx % 32, tidx % 4
-        r0 = (tidx // 128) * 64 + ((tidx % 128) // 32) * 16 + lane // 4
+        r0, q = S.sm90_weight_lane(tidx)
+        rows |= {(128 * b + r0 + 8 * h, q) for b in range(2) for h in range(2)}
         for b in range(2):
             for h in range(2):
                 r = 128 * b + r0 + 8 * h
@@ -166,6 +183,7 @@ def test_weight_rows_share_one_swizzle_and_scale_base():
                 sf = (r // 128) * 1024 + (q // 2) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4
                 sf0 = (q // 2) * 512 + (r0 % 32) * 16 + (r0 // 32) * 4
                 assert sf == sf0 + 1024 * b + 128 * h
+    assert rows == {(r, q) for r in range(256) for q in range(4)}  # every row and chunk once
 
 
 def test_scale_selectors_pick_the_chunk_blocks():

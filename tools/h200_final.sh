@@ -1,15 +1,22 @@
 # The whole H200 check in one device call (logs and JSON under $OUT):
-#   canary (many tiles per CTA), benchmark with baselines, GPU tests, eval test, sanitizers.
+#   canary (many tiles per CTA, both tile widths), benchmark with baselines, GPU tests,
+#   eval test, sanitizers, host time; with OLD=path/to/submission.py also the benchmark of
+#   that submission in the same call (same harness, same machine state).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source .device/setup.sh >/dev/null 2>&1
 L=$OUT/final.log
 echo "== $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)" | tee -a $L
-if ! timeout 60 python3 -m pytest -q -m gpu tests/test_gpu.py -k many_tiles -p no:cacheprovider 2>&1 | tail -2 | tee -a $L | grep -q " passed"; then
-  echo "== canary failed: measuring with the second phase off (small_m = 0)" | tee -a $L
-  sed -i 's/    small_m: int = 64 /    small_m: int = 0 /' submission.py
+if ! timeout 120 python3 -m pytest -q -m gpu tests/test_gpu.py -k "many_tiles or both_tile_widths" -p no:cacheprovider 2>&1 | tail -2 | tee -a $L | grep -q " passed"; then
+  echo "== canary failed: stopping (a kernel that loses pipeline state hangs or is wrong)" | tee -a $L
+  exit 1
 fi
-timeout 110 python3 eval.py benchmark --baselines --report $OUT --json $OUT/bench.json 2>&1 | tail -12 | tee -a $L
-timeout 100 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tail -3 | tee -a $L
-timeout 25 python3 eval.py test 2>&1 | tail -2 | tee -a $L
-for tool in racecheck memcheck; do timeout 45 compute-sanitizer --tool $tool --report-api-errors no python3 tools/sanitize_case.py > /tmp/san.txt 2>&1; echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|bit-exact|MISMATCH' /tmp/san.txt | tr '\n' ' ')" | tee -a $L; done
+timeout 140 python3 eval.py benchmark --baselines --report $OUT --json $OUT/bench.json 2>&1 | tail -12 | tee -a $L
+if [ -n "${OLD:-}" ]; then
+  rm -rf /tmp/old && mkdir -p /tmp/old && cp -r *.py task.yml tests /tmp/old/ && cp "$OLD" /tmp/old/submission.py
+  (cd /tmp/old && timeout 100 python3 eval.py benchmark --json $OUT/bench_old.json 2>&1 | tail -8 | sed 's/^/[old] /' | tee -a $L)
+fi
+timeout 150 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tail -3 | tee -a $L
+timeout 40 python3 eval.py test 2>&1 | tail -2 | tee -a $L
+for tool in racecheck memcheck; do timeout 90 compute-sanitizer --tool $tool --report-api-errors no python3 tools/sanitize_case.py > /tmp/san.txt 2>&1; echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|bit-exact|MISMATCH' /tmp/san.txt | tr '\n' ' ')" | tee -a $L; done
+timeout 60 python3 tools/host_overhead.py --calls 300 --breakdown --json $OUT/host.json 2>&1 | tail -12 | tee -a $L
