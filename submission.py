@@ -2363,22 +2363,25 @@ class Sm90Fp4GroupedGemm:
     blocks) by tile_m tokens; at tile_n 256 every decoded token feeds 256 weight rows, half
     the token decode per MAC of a 128-row tile.
 
-    warps 0..7 (2 consumer WGs), per K-tile kt:
-        wait stage kt -> LDS own weight rows + scales; wait stage kt+1 -> LDS own share of
-        its token rows + scales; release stage kt
-        4 quarters (2 k16-steps each): wait_group(1) -> decode weights into the free A
-        fragment -> (first quarter: wait for both WGs' tokens of kt) -> wgmma x 2 blocks x 2
-        -> decode a piece of kt+1's tokens into the ring
-        fence.proxy.async, arrive on the ring's full barrier of kt+1
+    warps 0..7 (2 consumer WGs), per K-tile kt (its weights already in registers):
+        4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
+        blocks): wait_group(1) -> decode the weights into the free 8-register A fragment
+        -> (first group: wait for both WGs' tokens of kt) -> 2 wgmmas
+        after the first group: wait stage kt+1, LDS own share of its token rows, decode
+        and store words 0, 1 into the ring; after word 1's first group words 2, 3, then
+        fence.proxy.async and arrive on the ring's full barrier of kt+1
+        after the last group: LDS own weight rows of stage kt+1, release that stage
     warp 8 (producer; warps 9-11 only give back registers): TMA token and weight bytes,
     bulk-copy scale slabs, into the stage ring.
 
     No empty barrier guards the token ring: buffer (kt+1) % 3 was last read by the wgmmas
-    of kt-2. A WG arrives on kt's full barrier only after its quarter-1 wait_group of kt-1,
-    when all its wgmmas of kt-2 are done; every thread waits on kt's full barrier before
-    it writes kt+1's tokens. So both WGs' reads of that buffer are complete before any
-    write to it. A tile starts by decoding its first K-tile's tokens (the ring's next
-    buffer, last read 3 K-tiles before, same argument).
+    of kt-2. A WG arrives on kt's full barrier only after group 1's wait_group of kt-1
+    (which retires every group before group 0 of kt-1), when all its wgmmas of kt-2 are
+    done; every thread waits on kt's full barrier before it writes kt+1's tokens. So both
+    WGs' reads of that buffer are complete before any write to it. A tile starts by
+    decoding its first K-tile's tokens and loading its weights (the ring's next buffer,
+    last read 3 K-tiles before, same argument; the previous tile's epilogue waited for all
+    of this WG's wgmmas).
 
     Two phases over the schedule (split_small_tiles): first the tiles that use more than
     small_m token rows, then those with at most small_m, multiplied at wgmma N = small_m

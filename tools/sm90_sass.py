@@ -1,0 +1,96 @@
+"""Compiles one Hopper config for sm_90a on the CPU and summarizes what ptxas made of it:
+registers and spills (ptxas -v on the dumped PTX), local-memory instructions in the DSL's
+own cubin, and the instruction mix of every loop that issues wgmmas (per iteration).
+
+    python tools/sm90_sass.py                 # the default config
+    python tools/sm90_sass.py tile_n=256      # Sm90Config fields as key=value
+
+Needs ptxas (CUDA toolkit) for the register report and cuobjdump for the SASS; cuobjdump
+comes with `pip install nvidia-cuda-cuobjdump` (found through CUOBJDUMP or that package).
+"""
+
+import collections
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def find_cuobjdump() -> str | None:
+    if os.environ.get("CUOBJDUMP"):
+        return os.environ["CUOBJDUMP"]
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import nvidia
+
+        for base in nvidia.__path__:
+            hits = glob.glob(os.path.join(base, "*", "bin", "cuobjdump"))
+            if hits:
+                return hits[0]
+    except ImportError:
+        pass
+    return None
+
+
+def wgmma_loops(sass: str):
+    """(first, last, instruction counter) of each backward branch's body holding an HGMMA."""
+    ins = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2).strip()))
+    hgmma = [a for a, t in ins if "HGMMA" in t]
+    for addr, text in ins:
+        m = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if not m or int(m.group(1), 16) >= addr:
+            continue
+        lo = int(m.group(1), 16)
+        if not any(lo <= h <= addr for h in hgmma):
+            continue
+        ops = collections.Counter()
+        for a, t in ins:
+            if lo <= a <= addr:
+                op = t.split()[1] if t.startswith("@") else t.split()[0]
+                ops[op.split(".")[0]] += 1
+        yield lo, addr, ops
+
+
+def main() -> int:
+    kw = dict(item.split("=") for item in sys.argv[1:])
+    cfg = ", ".join(f"{k}={int(v)}" for k, v in kw.items())
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=tmp)
+        code = f"import submission as S\nS.compile_sm90(S.Sm90Config({cfg}), 8)\n"
+        subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+        ptx = [p for p in glob.glob(f"{tmp}/*.ptx") if "__call__" in p][0]
+        cubin = [p for p in glob.glob(f"{tmp}/*.cubin") if "__call__" in p][0]
+        ptxas = shutil.which("ptxas") or "/usr/local/bin/ptxas"
+        if os.path.exists(ptxas):
+            out = subprocess.run([ptxas, "-v", "-arch=sm_90a", ptx, "-o", f"{tmp}/k.cubin"],
+                                 capture_output=True, text=True).stderr
+            for line in out.splitlines():
+                if re.search(r"registers|spill|Potential", line):
+                    print("ptxas:", line.strip())
+        cuobjdump = find_cuobjdump()
+        if cuobjdump is None:
+            print("no cuobjdump: pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP")
+            return 0
+        sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True).stdout
+    local = len(re.findall(r"\b(LDL|STL)\b", sass))
+    print(f"DSL cubin: {local} local-memory instructions, {sass.count('HGMMA')} HGMMA")
+    for lo, hi, ops in wgmma_loops(sass):
+        top = ", ".join(f"{k} {v}" for k, v in ops.most_common(10))
+        print(f"loop {lo:#x}..{hi:#x}: {sum(ops.values())} instructions per iteration ({top})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
