@@ -2700,8 +2700,8 @@ class Sm90Fp4GroupedGemm:
         thr_mma = tiled_mma.get_slice(tidx)
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
-        # (MMA, MMA_M = blocks, MMA_K = 2) fp16 weight fragments for one quarter K-tile
-        # (2 k16-steps), double-buffered, written as u32 pairs (sm90_fragment_index)
+        # (MMA, MMA_M = 1, MMA_K = 2) fp16 weight fragments of one wgmma group (one m64
+        # block, 2 k16-steps), double-buffered, written as u32 pairs (sm90_fragment_index)
         a_shape = thr_mma.partition_shape_A((SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK, SM90_PACKED_K_TILE // 4))
         tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
@@ -2758,12 +2758,17 @@ class Sm90Fp4GroupedGemm:
         32q + 31) of each. Returns the offsets of row r0's chunk in a packed stage and of
         its scale word in the stage's scale slab (rows 128 b + r0 + 8 h add 64 (128 b + 8 h)
         and 1024 b + 128 h: same swizzle, r0 % 32 + 8 < 32), and the prmt selector of the
-        chunk's two K-block scales (bytes 2 (q % 2), 2 (q % 2) + 1 of K-atom q // 2)."""
+        chunk's two K-block scales."""
         r0, q = sm90_weight_lane(tidx)
         w_off = sw64(r0, q)
         sf_off = (q // 2) * SF_ATOM_BYTES + (r0 % 32) * 16 + (r0 // 32) * 4
-        sel = Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
-        return w_off, sf_off, sel
+        return w_off, sf_off, self.chunk_scale_selector(q)
+
+    @cute.jit
+    def chunk_scale_selector(self, q):
+        """prmt selector of packed chunk q's two K-block scales in its K-atom's scale word:
+        bytes 2 (q % 2) and 2 (q % 2) + 1 (K-blocks 2q, 2q + 1 of atom q // 2)."""
+        return Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
 
     @cute.jit
     def token_share(self, tidx, rows: int, rows_left):
@@ -2793,10 +2798,8 @@ class Sm90Fp4GroupedGemm:
         for c in cutlass.range_constexpr(cpt):
             q = cpt * group + c
             packed.append(ld_shared_v4(pk + sw64(trow, q)))
-            # chunk q's K-blocks 2q, 2q + 1: K-atom q // 2, bytes 2 (q % 2), 2 (q % 2) + 1
             word = self.scale_word(sf + (q // 2) * SF_ATOM_BYTES, trow)
-            sel = Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
-            scales.append(scale_pair_x64(word, sel))
+            scales.append(scale_pair_x64(word, self.chunk_scale_selector(q)))
         return packed, scales
 
     @cute.jit
@@ -2827,7 +2830,8 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def load_weights(self, storage, state, wgt):
         """This thread's weight rows of stage `state` (already waited for): the 16-byte chunk
-        of each row (word j feeds quarter j) and the f16x2 scales of its two K-blocks."""
+        of each row (word j feeds k16-steps 2j, 2j + 1) and the f16x2 scales of its two
+        K-blocks."""
         w_off, sf_off, sel = wgt
         pkB = storage.sPkB.data_ptr().toint() + state.index * self.b_stage_bytes
         sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
@@ -2842,12 +2846,12 @@ class Sm90Fp4GroupedGemm:
                ab_pipeline, tok_pipeline, ahead, tok_w, tok_r, tok, wgt, wm, sc):
         """One K-tile: wgmmas on the weights `wm`, `sc` (loaded a K-tile earlier) and ring
         buffer tok_r's tokens. With `with_next` (static: all but a tile's last K-tile) it
-        also decodes stage ahead's tokens into ring buffer tok_w (quarters 0, 1), loads
-        stage ahead's weights for the next K-tile (after quarter 3's wgmmas, when this
-        K-tile's are dead) and releases that stage: the loads' latency then hides behind
-        the wgmmas in flight. The arrive on tok_w's full
-        barrier comes after quarter 1's wait_group, when every wgmma of 2 K-tiles ago is
-        done (the ring's order argument, class docstring)."""
+        also decodes stage ahead's tokens into ring buffer tok_w (after the groups of
+        words 0 and 1), loads stage ahead's weights for the next K-tile (after the last
+        group, when this K-tile's are dead) and releases that stage: the loads' latency
+        then hides behind the wgmmas in flight. The arrive on tok_w's full barrier comes
+        after group `blocks`' wait_group, when every wgmma of the previous K-tile is done
+        (the ring's order argument, class docstring)."""
         packed, scales = None, None
         wm_next, sc_next = wm, sc
         # 4 x blocks wgmma groups per K-tile: group g multiplies block g % blocks at k16-steps
@@ -2855,24 +2859,21 @@ class Sm90Fp4GroupedGemm:
         # is 8 registers and two of them are in flight
         groups = 4 * self.blocks
         for g in cutlass.range_constexpr(groups):
-            j = g // self.blocks
-            blocks = (g % self.blocks,)
+            j, b = divmod(g, self.blocks)
             f = g % 2
             # the group that read fragment f (two groups ago) is done
             cute.nvgpu.warpgroup.wait_group(1)
-            for b in blocks:
-                for h in cutlass.range_constexpr(2):
-                    p = decode_e2m1_word(wm[b][h][j], sc[b][h][j // 2])
-                    for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
-                        tCrW32[f][sm90_fragment_index(h, tt % 2, 0, tt // 2, 1)] = p[tt]
+            for h in cutlass.range_constexpr(2):
+                p = decode_e2m1_word(wm[b][h][j], sc[b][h][j // 2])
+                for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
+                    tCrW32[f][sm90_fragment_index(h, tt % 2, 0, tt // 2, 1)] = p[tt]
             if cutlass.const_expr(g == 0):
                 tok_pipeline.consumer_wait(tok_r)
             cute.nvgpu.warpgroup.fence()
             buf = tok_r.index
-            for b in blocks:
-                for st in cutlass.range_constexpr(2):
-                    cute.gemm(tiled_mma, acc[b], tCrW[f][(None, None, st)],
-                              tCrT[(None, None, 2 * (j % 2) + st, j // 2 + 2 * buf)], acc[b])
+            for st in cutlass.range_constexpr(2):
+                cute.gemm(tiled_mma, acc[b], tCrW[f][(None, None, st)],
+                          tCrT[(None, None, 2 * (j % 2) + st, j // 2 + 2 * buf)], acc[b])
             cute.nvgpu.warpgroup.commit_group()
             if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
