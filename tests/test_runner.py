@@ -263,6 +263,24 @@ def test_call_cache_keys_by_hash_but_never_confuses_colliding_keys():
     assert len(cache) == 4  # bounded
 
 
+def test_call_cache_latest_hit_shortcut_is_invalidated_and_keeps_lru_order():
+    cache = submission.CallCache(2)
+    entries = {k: submission.CallEntry(table=None, outputs=[], refs=[]) for k in ("a", "b", "c")}
+    cache.put(("a",), entries["a"])
+    cache.put(("b",), entries["b"])
+    assert cache.get(("a",)) is entries["a"]  # through the dict: a becomes the latest
+    for _ in range(3):
+        assert cache.get(("a",)) is entries["a"]  # by comparison
+    assert cache.get(("x",)) is None
+    cache.put(("c",), entries["c"])  # evicts b, not a: a's shortcut hits kept it recent
+    assert ("a",) in cache and ("b",) not in cache
+    assert cache.get(("a",)) is entries["a"]
+    cache.pop(("a",))  # a freed tensor drops the entry, and the shortcut with it
+    assert cache.get(("a",)) is None
+    cache.clear()
+    assert cache.get(("c",)) is None
+
+
 class _FakeExecutor:
     """The DSL executor's surface that direct_launcher uses (capi_func, cuda_result,
     _get_invoke_packed_args); the packed array it returns is reused between calls, as the

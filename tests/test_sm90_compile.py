@@ -19,7 +19,7 @@ pytestmark = pytest.mark.compile
 
 def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
     # Own process: the DSL reads CUTE_DSL_* when it is first imported.
-    code = f"import submission as S\nS.compile_sm90(S.Sm90Config(**{cfg_kwargs!r}), {num_groups})\n"
+    code = f"import submission as S\nS.compile_sm90(S.make_sm90_config(**{cfg_kwargs!r}), {num_groups})\n"
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
     ptx = [p for p in glob.glob(str(tmp_path / "*.ptx")) if "__call__" in p]
@@ -69,7 +69,7 @@ def test_compile_cache_one_entry_per_config_and_group_count(monkeypatch):
 
     a = get(S.Sm90Config(), 2)
     assert get(S.Sm90Config(), 2) is a
-    get(S.Sm90Config(tile_n=256), 2)
+    get(S.make_sm90_config(256), 2)
     get(S.Sm90Config(), 3)
     assert len(runner.compiled) == 3 and len(calls) == 6  # init + GEMM per entry
 
@@ -78,7 +78,8 @@ def test_host_functions_and_legality():
     cfg = S.Sm90Config()
     assert S.sm90_smem_bytes(cfg) <= S.SM90_SMEM_CAPACITY
     assert S.sm90_config_is_legal(cfg)
-    assert not S.sm90_config_is_legal(S.Sm90Config(tile_n=256, stages=5))  # 5 stages do not fit in smem
+    assert not S.sm90_config_is_legal(S.Sm90Config(tile_n=256, stages=4))  # 4 stages do not fit in smem
+    assert S.make_sm90_config(256).stages == 3 and S.make_sm90_config(128).stages == 4
     assert not S.sm90_config_is_legal(S.Sm90Config(stages=1))  # no overlap of TMA and decode
     assert not S.sm90_config_is_legal(S.Sm90Config(tile_m=96))
     assert S.sm90_can_implement(cfg, [(1, 7168, 256, 1), (129, 128, 512, 1)]) == (True, "")

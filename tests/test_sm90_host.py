@@ -115,6 +115,43 @@ def test_consumer_registers_decide_legality(monkeypatch):
     assert not S.sm90_config_is_legal(S.Sm90Config())
 
 
+def sw128_offset(tok: int, wrow: int) -> int:
+    """The TMA's view of the C staging box: (token, weight row) fp16 under the 128B swizzle."""
+    return tok * 128 + ((wrow // 8) ^ (tok % 8)) * 16 + (wrow % 8) * 2
+
+
+@pytest.mark.parametrize("tokens", [128, 64])
+def test_c_staging_puts_every_accumulator_where_the_tma_store_reads_it(tokens):
+    """Simulates the epilogue: stmatrix.x4.trans number p of WG thread t stores register k
+    (accumulator values 4 j + 2 h + e, j = 2p + k // 2, h = k % 2: wgmma's fragment rows
+    16 warp + lane // 4 + 8 h, columns 8 j + 2 (lane % 4) + e) so that fragment element
+    (row i, column c) of matrix k lands at the row address of lane 8 k + c, 2 i bytes in.
+    Every (token, weight row) of the box must then hold its own accumulator."""
+    box = {}
+    for p in range(tokens // 16):
+        for t in range(128):
+            warp, lane = t // 32, t % 32
+            for k in range(4):
+                j, h = 2 * p + k // 2, k % 2
+                for e in range(2):
+                    wrow, tok = 16 * warp + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e
+                    src = 32 * (t // 32) + 8 * k + 2 * (lane % 4) + e  # lane giving that row address
+                    off = S.sm90_c_stage_offset(src, p) + 2 * (lane // 4)
+                    assert off not in box
+                    box[off] = (tok, wrow)
+    assert len(box) == tokens * 64
+    for off, (tok, wrow) in box.items():
+        assert off == sw128_offset(tok, wrow)
+
+
+def test_c_staging_stmatrix_rows_are_bank_conflict_free():
+    """Each matrix's 8 row addresses (8 lanes) hit 8 distinct 16-byte bank groups."""
+    for p in range(8):
+        for t0 in range(0, 128, 8):
+            groups = {(S.sm90_c_stage_offset(t, p) // 16) % 8 for t in range(t0, t0 + 8)}
+            assert len(groups) == 8
+
+
 def test_token_lanes_cover_every_row_and_chunk_once_without_bank_conflicts():
     """All 256 consumer threads share a tile's token decode: (row, chunk) pairs are covered
     exactly once; each 8-lane phase of the 16-byte loads reads one chunk of 8 consecutive
@@ -201,14 +238,15 @@ def test_scale_selectors_pick_the_chunk_blocks():
     "kw, legal",
     [
         ({}, True),
-        ({"tile_n": 256}, True),
+        ({"tile_n": 256, "stages": 3}, True),
         ({"small_m": 0}, True),
-        ({"stages": 6}, True),
+        ({"stages": 5}, True),
+        ({"stages": 6}, False),  # 6 x 18 KB stages + the 96 KB ring + 32 KB C staging > 227 KB
         ({"tile_n": 64}, False),  # at least one m64 block per consumer warpgroup
         ({"tile_m": 64}, False),
         ({"small_m": 32}, False),
         ({"stages": 1}, False),
-        ({"tile_n": 256, "stages": 5}, False),  # 5 x 27 KB stages + the 96 KB token ring > 227 KB
+        ({"tile_n": 256, "stages": 4}, False),  # 4 x 27 KB stages + ring + C staging > 227 KB
         ({"token_buffers": 2}, False),  # the ring's order argument needs 3
         ({"tile_m": 96}, False),
         ({"swap_ab": False}, False),

@@ -49,7 +49,9 @@ def wgmma_loops(sass: str):
             ins.append((int(m.group(1), 16), m.group(2).strip()))
     hgmma = [a for a, t in ins if "HGMMA" in t]
     for addr, text in ins:
-        m = re.search(r"BRA (0x[0-9a-f]+)", text)
+        # a loop closes with a predicated backward branch; the unconditional ones jump back
+        # from the out-of-line mbarrier retry stubs that ptxas puts after the function
+        m = re.search(r"^@!?U?P\d BRA (0x[0-9a-f]+)", text)
         if not m or int(m.group(1), 16) >= addr:
             continue
         lo = int(m.group(1), 16)
@@ -68,7 +70,7 @@ def main() -> int:
     cfg = ", ".join(f"{k}={int(v)}" for k, v in kw.items())
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=tmp)
-        code = f"import submission as S\nS.compile_sm90(S.Sm90Config({cfg}), 8)\n"
+        code = f"import submission as S\nS.compile_sm90(S.make_sm90_config({cfg}), 8)\n"
         subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
         ptx = [p for p in glob.glob(f"{tmp}/*.ptx") if "__call__" in p][0]
         cubin = [p for p in glob.glob(f"{tmp}/*.cubin") if "__call__" in p][0]
@@ -84,8 +86,10 @@ def main() -> int:
             print("no cuobjdump: pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP")
             return 0
         sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True).stdout
-    local = len(re.findall(r"\b(LDL|STL)\b", sass))
-    print(f"DSL cubin: {local} local-memory instructions, {sass.count('HGMMA')} HGMMA")
+    local = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*\b(?:LDL|STL)\b[^;]*);", sass)
+    print(f"DSL cubin: {len(local)} local-memory instructions, {sass.count('HGMMA')} HGMMA")
+    for addr, text in local:
+        print(f"  {int(addr, 16):#x}: {text.strip()}")
     for lo, hi, ops in wgmma_loops(sass):
         top = ", ".join(f"{k} {v}" for k, v in ops.most_common(10))
         print(f"loop {lo:#x}..{hi:#x}: {sum(ops.values())} instructions per iteration ({top})")

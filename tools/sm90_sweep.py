@@ -38,7 +38,8 @@ def parse(S, spec: str):
     for item in filter(None, spec.split(",")):
         key, value = item.split("=")
         kw[key.strip()] = int(value)
-    return S.Sm90Config(**kw)
+    make = getattr(S, "make_sm90_config", None)  # absent in older submissions (--module)
+    return make(**kw) if make and "stages" not in kw else S.Sm90Config(**kw)
 
 
 def kernel_us_per_call(S, data_list) -> float:
