@@ -80,6 +80,24 @@ def test_edge_shapes(case):
     _assert_kernel_ran()
 
 
+def test_new_pointers_do_not_wait_for_queued_work():
+    """A call with new tensors (known sizes) builds its pointer table and descriptors without
+    synchronizing: queued behind a long sleep kernel, it must return while the sleep still
+    runs. (A pageable host-to-device copy would wait for the sleep.)"""
+    data = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=41)
+    submission.custom_kernel(data)  # compiles and plans these sizes
+    fresh = _clone(data)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
+    out = submission.custom_kernel(fresh)
+    still_running = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    assert still_running, "custom_kernel waited for work queued before it"
+    expected = reference.ref_kernel(_clone(data))
+    assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(out, expected))
+    _assert_kernel_ran()
+
+
 def test_output_not_16_byte_aligned():
     """c views at a 2-byte offset: no TMA store can address them, the element stores do."""
     data = reference.generate_input(m=(96, 64), n=(256, 128), k=(512, 256), g=2, seed=9)
