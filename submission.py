@@ -2067,6 +2067,7 @@ class Sm90Config:
     token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
     small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
     swap_ab: bool = True  # only the swap-AB mapping is implemented
+    pdl: bool = True  # programmatic dependent launch (overlaps the previous call's tail)
 
     @property
     def blocks(self) -> int:
@@ -2703,6 +2704,7 @@ class Sm90Fp4GroupedGemm:
             block=[SM90_THREADS, 1, 1],
             min_blocks_per_mp=1,
             stream=stream,
+            use_pdl=self.cfg.pdl,
         )
 
     @cute.kernel
@@ -2742,6 +2744,15 @@ class Sm90Fp4GroupedGemm:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
         )
+        if cutlass.const_expr(self.cfg.pdl):
+            # Programmatic dependent launch: this grid may start while the previous kernel
+            # on the stream (the previous call's GEMM) still runs, so that its launch and
+            # the setup above overlap that kernel's tail. Nothing in global memory is read
+            # before the wait: the previous kernel may be the one that wrote the inputs.
+            # The trigger right after lets the next call's grid queue behind this one in
+            # turn; its CTAs only fit on an SM once a CTA of this grid has left it.
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
 
         mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))

@@ -42,6 +42,10 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     assert "cp.async.bulk.tensor.2d" in ptx  # TMA loads of the packed FP4 bytes
     assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode
     assert "ld.local" not in ptx and "st.local" not in ptx
+    assert "stmatrix.sync.aligned.m8n8.x4.trans" in ptx and "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    # programmatic dependent launch: no global load may come before the grid dependency wait
+    wait = ptx.index("griddepcontrol.wait;")
+    assert "ld.global" not in ptx[:wait] and "cp.async.bulk" not in ptx[:wait]
 
 
 @pytest.mark.slow

@@ -94,11 +94,12 @@ def measure(data, calls: int) -> dict:
         samples.append((time.perf_counter() - t0) * 1e6)
         if cuda:
             torch.cuda.synchronize()
+    allocated = (torch.cuda.memory_allocated() - allocated) if cuda else 0
     return {
         "back_to_back_us": back_to_back,
         "isolated_us": statistics.median(samples),
+        "device_bytes_allocated_during": allocated,  # by the warm calls alone
         "new_pointers_us": new_pointers_us(data),
-        "device_bytes_allocated_during": (torch.cuda.memory_allocated() - allocated) if cuda else 0,
     }
 
 
