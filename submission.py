@@ -2256,6 +2256,15 @@ def _asm_u32s(n, args, asm, constraints, side_effects, loc, ip):
     return [Uint32(llvm.extractvalue(Uint32.mlir_type, res, [i], loc=loc, ip=ip)) for i in range(n)]
 
 
+def _asm_effect(args, asm, constraints, loc, ip) -> None:
+    """An inline-asm statement with side effects (a store, copy, fence or wait): LLVM keeps
+    it in program order and never drops it."""
+    llvm.inline_asm(
+        None, args, asm, constraints, has_side_effects=True, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
+    )
+
+
 @dsl_user_op
 def ld_shared_v4(addr: Int32, *, loc=None, ip=None):
     return _asm_u32s(4, [_v(Int32(addr), loc, ip)], "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
@@ -2280,31 +2289,25 @@ def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
 
 @dsl_user_op
 def st_shared_v4(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
-    llvm.inline_asm(
-        None, [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
-        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+    _asm_effect(
+        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
+        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
 def st_shared_v2(addr: Int32, v0, v1, *, loc=None, ip=None) -> None:
-    llvm.inline_asm(
-        None, [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1)],
-        "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+    _asm_effect(
+        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1)],
+        "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
 def st_shared_u32(addr: Int32, v0, *, loc=None, ip=None) -> None:
-    llvm.inline_asm(
-        None, [_v(Int32(addr), loc, ip), _v(Uint32(v0), loc, ip)],
-        "st.shared.b32 [$0], $1;", "r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+    _asm_effect(
+        [_v(Int32(addr), loc, ip), _v(Uint32(v0), loc, ip)],
+        "st.shared.b32 [$0], $1;", "r,r,~{memory}", loc, ip,
     )
 
 
@@ -2369,16 +2372,13 @@ def tma_load_2d(
     """cp.async.bulk.tensor 2D with the predicate inside the asm: every lane computes the
     operands, so ptxas never has to move the descriptor into a uniform register under a
     predicate (the illegal '@P R2UR' seen with elect-one blocks on sm_90a)."""
-    llvm.inline_asm(
-        None,
+    _asm_effect(
         [_v(Int32(smem_dst), loc, ip), _v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip),
          _v(Int32(c1), loc, ip), _v(Int32(mbar), loc, ip), _v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\nsetp.ne.b32 p, $5, 0;\n"
         "@p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
         " [$0], [$1, {$2, $3}], [$4];\n}",
-        "r,l,r,r,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+        "r,l,r,r,r,r,~{memory}", loc, ip,
     )
 
 
@@ -2386,16 +2386,13 @@ def tma_load_2d(
 def bulk_load(
     smem_dst: Int32, gsrc: Int64, nbytes: int, mbar: Int32, pred: Int32, *, loc=None, ip=None
 ) -> None:
-    llvm.inline_asm(
-        None,
+    _asm_effect(
         [_v(Int32(smem_dst), loc, ip), _v(Int64(gsrc), loc, ip), _v(Int32(mbar), loc, ip),
          _v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\nsetp.ne.b32 p, $3, 0;\n"
         "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
         f" [$0], [$1], {nbytes}, [$2];\n}}",
-        "r,l,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+        "r,l,r,r,~{memory}", loc, ip,
     )
 
 
@@ -2412,12 +2409,10 @@ def pack_f16x2(lo, hi, *, loc=None, ip=None) -> Uint32:
 
 @dsl_user_op
 def stmatrix_x4_trans(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
-    llvm.inline_asm(
-        None, [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
+    _asm_effect(
+        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
         "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [$0], {$1, $2, $3, $4};",
-        "r,r,r,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+        "r,r,r,r,r,~{memory}", loc, ip,
     )
 
 
@@ -2426,52 +2421,43 @@ def tma_store_2d(desc: Int64, c0: Int32, c1: Int32, smem_src: Int32, pred: Int32
     """One thread's TMA store of a staged box, committed as its own bulk group (predicate
     inside the asm, as in tma_load_2d). The descriptor is acquired first: it was written
     through the generic proxy by the init kernel."""
-    llvm.inline_asm(
-        None,
+    _asm_effect(
         [_v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip), _v(Int32(c1), loc, ip),
          _v(Int32(smem_src), loc, ip), _v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\nsetp.ne.b32 p, $4, 0;\n"
         "@p fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\n"
         "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];\n"
         "@p cp.async.bulk.commit_group;\n}",
-        "l,r,r,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+        "l,r,r,r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
 def st_global_b16(addr: Int64, v: Uint32, pred: Int32, *, loc=None, ip=None) -> None:
     """The low 16 bits of v to global memory, if pred."""
-    llvm.inline_asm(
-        None, [_v(Int64(addr), loc, ip), _v(Uint32(v), loc, ip), _v(Int32(pred), loc, ip)],
+    _asm_effect(
+        [_v(Int64(addr), loc, ip), _v(Uint32(v), loc, ip), _v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\n.reg .b16 l, h;\nsetp.ne.b32 p, $2, 0;\nmov.b32 {l, h}, $1;\n"
         "@p st.global.b16 [$0], l;\n}",
-        "l,r,r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+        "l,r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
 def bulk_wait_read(pred: Int32, *, loc=None, ip=None) -> None:
     """This thread's bulk stores have finished reading shared memory."""
-    llvm.inline_asm(
-        None, [_v(Int32(pred), loc, ip)],
+    _asm_effect(
+        [_v(Int32(pred), loc, ip)],
         "{\n.reg .pred p;\nsetp.ne.b32 p, $0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}",
-        "r,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+        "r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
 def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
-    llvm.inline_asm(
-        None, [_v(Int64(desc), loc, ip)],
-        "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-        loc=loc, ip=ip,
+    _asm_effect(
+        [_v(Int64(desc), loc, ip)],
+        "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}", loc, ip,
     )
 
 
