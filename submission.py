@@ -763,6 +763,7 @@ class Sm100Config:
     cta_group: int = 1
     ab_stages: int = 4
     acc_stages: int = 2
+    pdl: bool = True  # programmatic dependent launch, as on Hopper (Sm90Config.pdl)
 
     @property
     def mma_m(self) -> int:
@@ -1368,6 +1369,7 @@ class Sm100BlockScaledGroupedGemm:
             cluster=(*self.cluster_shape_mn, 1),
             stream=stream,
             min_blocks_per_mp=1,
+            use_pdl=self.cfg.pdl,
         )
 
     # ----------------------------------------------------------------- GEMM kernel
@@ -1480,6 +1482,12 @@ class Sm100BlockScaledGroupedGemm:
         )
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        if cutlass.const_expr(self.cfg.pdl):
+            # as in the Hopper kernel: this grid may start during the previous kernel's
+            # tail; nothing in global memory (schedule, descriptors, operands) is touched
+            # before the wait, and the trigger lets the next call's grid queue behind this one
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
 
         if warp_idx == self.tma_warp_id:
             self.load(

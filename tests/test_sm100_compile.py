@@ -71,6 +71,7 @@ def test_compile_sm100(dsl, config, tmp_path):
     assert gemm["tcgen05_alloc"] == gemm["tcgen05_dealloc"] == 1
     assert gemm["tensormap_replace"] == 0, "the GEMM must not rewrite descriptors"
     assert init["tensormap_replace"] > 0
+    assert gemm["pdl_wait"] == 1 and gemm["global_before_pdl_wait"] == 0, "PDL: global access before the wait"
     for kernel in (gemm, init):
         for res in kernel["ptxas"].values():
             assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res

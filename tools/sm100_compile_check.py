@@ -101,6 +101,13 @@ def scan_ptx(ptx: Path) -> dict:
         "tcgen05_alloc": len(re.findall(r"tcgen05\.alloc\.", text)),
         "tcgen05_dealloc": len(re.findall(r"tcgen05\.dealloc\.", text)),
         "tensormap_replace": len(re.findall(r"tensormap\.replace", text)),
+        "pdl_wait": len(re.findall(r"griddepcontrol\.wait;", text)),
+        # global loads, bulk copies or descriptor prefetches before the grid dependency wait:
+        # with programmatic dependent launch they could read what the previous kernel writes
+        "global_before_pdl_wait": len(re.findall(
+            r"\bld\.global|cp\.async\.bulk|prefetch\.tensormap|\bprefetch\.global",
+            text.split("griddepcontrol.wait;")[0],
+        )) if "griddepcontrol.wait;" in text else None,
     }
 
 
