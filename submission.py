@@ -387,8 +387,8 @@ class CallCache(LruCache):
 
     def put(self, key, entry) -> None:
         latest = self._latest
-        if latest is not None and hash(latest.key) in self._data:
-            self._data.move_to_end(hash(latest.key))  # its hits by comparison count as use
+        if latest is not None and (h := hash(latest.key)) in self._data:
+            self._data.move_to_end(h)  # its hits by comparison count as use
         self._latest = None
         entry.key = key
         super().put(hash(key), entry)
@@ -2229,6 +2229,12 @@ def sm90_fragment_index(h: int, slot: int, block: int, step: int, blocks: int) -
     return h + 2 * slot + 4 * block + 4 * blocks * step
 
 
+def sm90_c_box_offset(tok, wrow):
+    """Byte offset of C element (token tok, weight row wrow) in a WG's staging box: 128-byte
+    rows of 64 weight rows, the 16-byte chunk XOR (tok % 8) of the TMA's 128-byte swizzle."""
+    return tok * 128 + ((wrow // 8) ^ (tok % 8)) * 16 + (wrow % 8) * 2
+
+
 def sm90_c_stage_offset(wtid, pair):
     """Byte offset, in its WG's C staging box, of the 16-byte row that consumer thread wtid
     (0..127 in its WG) addresses for stmatrix.x4.trans number `pair`: the 4 matrices are
@@ -2239,8 +2245,7 @@ def sm90_c_stage_offset(wtid, pair):
     warp, lane = wtid // 32, wtid % 32
     mat = lane // 8
     tok = 16 * pair + 8 * (mat // 2) + lane % 8
-    chunk = 2 * warp + mat % 2
-    return tok * 128 + (chunk ^ (tok % 8)) * 16
+    return sm90_c_box_offset(tok, 16 * warp + 8 * (mat % 2))
 
 
 def sm90_scale_selector(byte0: int, byte1: int) -> int:
@@ -2556,14 +2561,21 @@ class Sm90Fp4GroupedGemm:
         pitch = (n + 7) // 8 * 8
         return cute.make_tensor(ptr, cute.make_layout((m, n), stride=(pitch, 1)))
 
-    def _c_stage_layout(self):
-        """One consumer WG's C staging box: (128 tokens, 64 weight rows) fp16, 128-byte rows
-        under the 128-byte swizzle (the byte offsets of sm90_c_stage_offset)."""
-        atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(utils.LayoutEnum.ROW_MAJOR, cutlass.Float16, SM90_WEIGHT_ROWS_PER_BLOCK),
+    @staticmethod
+    def _sw128_fp16_atom():
+        """The 128-byte-swizzled atom of 8 rows x 64 fp16 that the token ring (wgmma's B)
+        and the C staging boxes (the TMA store's source) are tiled from."""
+        return cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(utils.LayoutEnum.ROW_MAJOR, cutlass.Float16, 64),
             cutlass.Float16,
         )
-        return cute.tile_to_shape(atom, (SM90_C_BOX_ROWS, SM90_WEIGHT_ROWS_PER_BLOCK), order=(0, 1))
+
+    def _c_stage_layout(self):
+        """One consumer WG's C staging box: (128 tokens, 64 weight rows) fp16, 128-byte rows
+        under the 128-byte swizzle (sm90_c_box_offset)."""
+        return cute.tile_to_shape(
+            self._sw128_fp16_atom(), (SM90_C_BOX_ROWS, SM90_WEIGHT_ROWS_PER_BLOCK), order=(0, 1)
+        )
 
     def _make_tma_atoms(self, addr: Int64, rows: Int32, kbytes: Int32):
         op = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
@@ -2627,12 +2639,9 @@ class Sm90Fp4GroupedGemm:
     def _token_layout(self):
         """(tile_m, 64, 2 halves x token_buffers) fp16, K-major SW128: one 128-byte row per
         token and K-half."""
-        atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(utils.LayoutEnum.ROW_MAJOR, cutlass.Float16, SM90_DECODE_K),
-            cutlass.Float16,
-        )
         return cute.tile_to_shape(
-            atom, (self.tile_m, SM90_DECODE_K, 2 * self.token_buffers), order=(0, 1, 2)
+            self._sw128_fp16_atom(), (self.tile_m, SM90_DECODE_K, 2 * self.token_buffers),
+            order=(0, 1, 2),
         )
 
     def _tiled_mma(self, tokens: int):
@@ -3081,20 +3090,20 @@ class Sm90Fp4GroupedGemm:
         the second makes the stmatrix writes visible to the TMA."""
         wtid = tidx % 128
         lead = Int32(wtid == 0)
+        wg_barrier = 1 + tidx // 128  # named barrier of this WG's 128 threads
         box = storage.sC.data_ptr().toint() + (tidx // 128) * SM90_C_STAGE_BYTES
         bulk_wait_read(lead)
-        cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
+        cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         for p in cutlass.range_constexpr(tokens // 16):
             # matrices (j, h): accumulator columns 8 j .., rows 8 h ..; values 4 j + 2 h + e
             v = [pack_f16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1])
                  for j, h in ((2 * p, 0), (2 * p, 1), (2 * p + 1, 0), (2 * p + 1, 1))]
             stmatrix_x4_trans(box + sm90_c_stage_offset(wtid, p), *v)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
-            cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
             tma_store_2d(desc_c, col, row_a, box, lead)
         else:
-            cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
             self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens)
 
     @cute.jit
@@ -3105,7 +3114,7 @@ class Sm90Fp4GroupedGemm:
         pair = wtid % 32
         for i in cutlass.range(tokens // 4, unroll=4):
             tok = 4 * i + wtid // 32
-            word = ld_shared_u32(box + tok * 128 + ((pair // 4) ^ (tok % 8)) * 16 + (pair % 4) * 4)
+            word = ld_shared_u32(box + sm90_c_box_offset(tok, 2 * pair))
             gm = row_a + tok
             gn = col + 2 * pair
             addr = c_addr + (Int64(gm) * n + gn) * 2

@@ -116,8 +116,15 @@ def test_consumer_registers_decide_legality(monkeypatch):
 
 
 def sw128_offset(tok: int, wrow: int) -> int:
-    """The TMA's view of the C staging box: (token, weight row) fp16 under the 128B swizzle."""
+    """The TMA's view of the C staging box: (token, weight row) fp16 under the 128B swizzle,
+    written out independently of sm90_c_box_offset."""
     return tok * 128 + ((wrow // 8) ^ (tok % 8)) * 16 + (wrow % 8) * 2
+
+
+def test_c_box_offset_is_the_tma_swizzle():
+    for tok in range(128):
+        for wrow in range(64):
+            assert S.sm90_c_box_offset(tok, wrow) == sw128_offset(tok, wrow)
 
 
 @pytest.mark.parametrize("tokens", [128, 64])
