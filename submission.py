@@ -19,7 +19,7 @@ one warning naming the reason.
 
 Layout of this file:
     1. Inputs: validation (validate_inputs -> GroupedProblem)
-    2. Host-side math: tile counts, the static tile schedule
+    2. Host-side math: tile counts, the static tile schedule, per-CTA work units (stream-K)
     3. Exact torch path (run_torch_exact)
     4. Caches (LruCache)
     5. Kernel runner: the host wrapper both kernels share (GroupedGemmRunner)
@@ -251,11 +251,167 @@ def split_small_tiles(
     return big + small, len(big)
 
 
-def second_phase_start(cta, num_full, grid):
-    """CTA `cta`'s first schedule row at or after num_full, so that its second loop continues
-    the round robin (rows cta, cta + grid, ...). Plain arithmetic: runs on host ints and on
-    the kernel's Int32 alike."""
-    return num_full + (cta - num_full % grid + grid) % grid
+# --------------------------------------------------------------------------------------
+# Work units: the per-CTA lists a persistent kernel walks (whole tiles, or split-K pieces)
+# --------------------------------------------------------------------------------------
+UNIT_WHOLE = 0  # all of a tile's K-tiles: store C
+UNIT_PARTIAL = 1  # the first K range of a tile split in two: fp32 sums -> its workspace slot
+UNIT_FIXUP = 2  # the rest of the tile: + the PARTIAL's slot -> C
+UNIT_FIELDS = 8
+
+
+class WorkUnit(NamedTuple):
+    group: int
+    tm: int  # tile index along M
+    tn: int  # tile index along N
+    kt0: int  # K-tiles [kt0, kt1) of the tile
+    kt1: int
+    role: int = UNIT_WHOLE
+    slot: int = 0  # PARTIAL: the workspace slot (and arrival flag) it writes
+    prev: int = -1  # FIXUP: the slot it waits for and adds (-1: none)
+
+
+@dataclass(frozen=True)
+class WorkSchedule:
+    """Per CTA, its units in processing order: the first phase's (full tiles) then the
+    second's (at most small_m rows); `mids[c]` is CTA c's first second-phase unit."""
+
+    ctas: tuple[tuple[WorkUnit, ...], ...]
+    mids: tuple[int, ...]
+    num_slots: int  # workspace slots of partial sums, one per PARTIAL (0: nothing is split)
+
+    def tables(self) -> tuple[list[tuple[int, int, int, int]], list[WorkUnit]]:
+        """(ranges, units): CTA c walks units[begin:mid] then units[mid:end] of
+        ranges[c] = (begin, mid, end, 0)."""
+        ranges, units = [], []
+        for cta, mid in zip(self.ctas, self.mids):
+            ranges.append((len(units), len(units) + mid, len(units) + len(cta), 0))
+            units.extend(cta)
+        return ranges, units
+
+
+def round_robin_units(
+    rows: Sequence[tuple[int, int, int]], num_full: int, k_tiles: Sequence[int], grid: int
+) -> WorkSchedule:
+    """Whole tiles, schedule row i on CTA i % grid (both phases continue one round robin).
+    k_tiles[g]: K-tiles of group g."""
+    ctas = [[] for _ in range(grid)]
+    mids = [0] * grid
+    for i, (g, tm, tn) in enumerate(rows):
+        ctas[i % grid].append(WorkUnit(g, tm, tn, 0, k_tiles[g]))
+        if i < num_full:
+            mids[i % grid] += 1
+    return WorkSchedule(tuple(map(tuple, ctas)), tuple(mids), 0)
+
+
+def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us: float, min_kt: int):
+    """Greedy fill of CTAs, in order, with the items (row, phase, K-tiles, us per K-tile)
+    until each CTA's modeled time reaches `budget`. A piece costs its K-tiles, plus
+    unit_us, plus fixup_us where the tile is split (storing or adding the partial sums).
+    A tile is split at most once, into a head that ends a CTA and a tail that starts the
+    next, each of at least min_kt K-tiles. Returns the CTAs' piece lists, or None if more
+    than max_ctas CTAs, or a piece longer than the budget, would be needed."""
+    ctas, cur, load = [], [], 0.0
+    for row, second, kts, per_kt in items:
+        kt = 0
+        while kt < kts:
+            rest = kts - kt
+            whole = rest * per_kt + unit_us + (fixup_us if kt else 0.0)
+            if load + whole <= budget:
+                cur.append((row, second, kt, kts))
+                load += whole
+                break
+            if kt:  # a tail that does not fit even a fresh CTA
+                return None
+            head = min(int((budget - load - unit_us - fixup_us) // per_kt), kts - min_kt)
+            max_tail = int((budget - unit_us - fixup_us) // per_kt)
+            if head >= max(min_kt, kts - max_tail):
+                cur.append((row, second, 0, head))
+                kt = head
+            elif not cur:
+                return None
+            ctas.append(cur)
+            cur, load = [], 0.0
+            if len(ctas) >= max_ctas:
+                return None
+    if cur:
+        ctas.append(cur)
+    return ctas
+
+
+def stream_k_units(
+    rows: Sequence[tuple[int, int, int]],
+    num_full: int,
+    k_tiles: Sequence[int],
+    grid: int,
+    kt_us: tuple[float, float],
+    unit_us: float,
+    fixup_us: float,
+    min_kt: int = 2,
+) -> WorkSchedule:
+    """Stream-K: the schedule's K-tiles cut into at most `grid` contiguous ranges of equal
+    modeled time (kt_us: us per K-tile in the first and second phase), a tile split at
+    most once, where a CTA's share ends.
+
+    The work is laid out second phase first, so that each CTA's range, walked backwards,
+    is its first-phase pieces, then its second-phase ones. A split tile's pieces lie on
+    consecutive CTAs: the head (a PARTIAL: its fp32 sums to a workspace slot, then the
+    slot's flag) ends one CTA's range, the tail (the FIXUP: waits for the flag, adds the
+    slot, stores C) starts the next one's. Walked backwards, a CTA's range starts with its
+    PARTIAL and ends with its FIXUP. So a FIXUP waits only for the CTA below it, and only
+    for the first thing that CTA does: no cycle, and no wait on a CTA that is not yet
+    resident when CTAs are dispatched in index order. The sum is always tail + head: the
+    result does not depend on timing.
+    """
+    order = list(range(num_full, len(rows))) + list(range(num_full))
+    items = [(i, i >= num_full, k_tiles[rows[i][0]], kt_us[i >= num_full]) for i in order]
+    total = sum(k * c + unit_us for _, _, k, c in items)
+    lo, hi = total / grid, total + unit_us + fixup_us
+    best = _fill_stream_k(items, hi, grid, unit_us, fixup_us, min_kt)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        filled = _fill_stream_k(items, mid, grid, unit_us, fixup_us, min_kt)
+        if filled is None:
+            lo = mid
+        else:
+            hi, best = mid, filled
+    # the pieces of each split tile, in K order (on increasing CTAs)
+    pieces: dict[int, list[tuple[int, int]]] = {}
+    for c, cta in enumerate(best):
+        for j, (row, _, kt0, kt1) in enumerate(cta):
+            if kt1 - kt0 < k_tiles[rows[row][0]]:
+                pieces.setdefault(row, []).append((c, j))
+    role: dict[tuple[int, int], tuple[int, int, int]] = {}
+    num_slots = 0
+    for row in sorted(pieces):
+        head, tail = pieces[row]
+        role[head] = (UNIT_PARTIAL, num_slots, -1)
+        role[tail] = (UNIT_FIXUP, 0, num_slots)
+        num_slots += 1
+    ctas, mids = [], []
+    for c, cta in enumerate(best):
+        units = []
+        for j in reversed(range(len(cta))):
+            row, _, kt0, kt1 = cta[j]
+            g, tm, tn = rows[row]
+            units.append(WorkUnit(g, tm, tn, kt0, kt1, *role.get((c, j), (UNIT_WHOLE, 0, -1))))
+        ctas.append(tuple(units))
+        mids.append(sum(1 for row, second, _, _ in cta if not second))
+    return WorkSchedule(tuple(ctas), tuple(mids), num_slots)
+
+
+def modeled_cta_us(ws: WorkSchedule, kt_us: tuple[float, float], unit_us: float,
+                   fixup_us: float) -> list[float]:
+    """Each CTA's modeled time under the same accounting as stream_k_units."""
+    loads = []
+    for cta, mid in zip(ws.ctas, ws.mids):
+        t = 0.0
+        for j, u in enumerate(cta):
+            t += (u.kt1 - u.kt0) * kt_us[j >= mid] + unit_us
+            if u.role != UNIT_WHOLE:
+                t += fixup_us
+        loads.append(t)
+    return loads
 
 
 # ======================================================================================
@@ -421,7 +577,8 @@ class KernelBackend:
     tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
     compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group;
     grid(config, num_tiles, num_sms) -> CTAs of the persistent launch;
-    small_m(config) -> tiles with at most this many rows go last (split_small_tiles).
+    schedule(sizes, config, num_sms) -> HostSchedule, where the kernel walks per-CTA work
+    units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule").
     """
 
     name: str
@@ -431,7 +588,7 @@ class KernelBackend:
     compile: Callable
     num_desc: int
     grid: Callable = lambda config, num_tiles, num_sms: persistent_grid(num_tiles, num_sms)
-    small_m: Callable = lambda config: 0  # rows of the narrow second phase (0: none)
+    schedule: Callable | None = None
 
 
 @dataclasses.dataclass
@@ -439,8 +596,8 @@ class CompiledKernels:
     """Launchers of one compiled config, on torch tensors, on the current stream.
 
     init(ptrs, sizes, tensormaps): writes the per-group TMA descriptors (once per pointers).
-    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, grid) -> launch: binds the kernel
-    arguments once; launch() then runs all groups.
+    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, scratch: SplitKScratch | None)
+    -> launch: binds the kernel arguments once; launch() then runs all groups.
     """
 
     init: Callable
@@ -448,14 +605,43 @@ class CompiledKernels:
     info: dict = dataclasses.field(default_factory=dict)  # e.g. shared memory per CTA
 
 
+@dataclasses.dataclass(frozen=True)
+class HostSchedule:
+    """A backend's static schedule on the host: int rows of each table the kernel reads,
+    the grid, and the split-K scratch that each pointer table needs (0: none)."""
+
+    tables: dict  # name -> list of equal-length int tuples
+    num_tiles: int  # rows of the work list
+    grid: int
+    workspace_floats: int = 0  # fp32 partial sums
+    num_counters: int = 0  # int32 arrival counters, zero between calls
+
+
 @dataclasses.dataclass
 class TileSchedule:
-    """Device copy of the static schedule and of the sizes, per (sizes, tile shape)."""
+    """Device copy of a HostSchedule and of the sizes, per (sizes, config)."""
 
     sizes: torch.Tensor  # (G, 4) int32
-    schedule: torch.Tensor  # (T, 3) int32: group, tile index along M, along N
+    tables: dict  # name -> (rows, fields) int32 device tensor
     num_tiles: int
-    num_full: int  # rows [0, num_full) are the first phase (all of them without small_m)
+    grid: int
+    workspace_floats: int
+    num_counters: int
+
+    @property
+    def schedule(self) -> torch.Tensor:
+        """The whole-tile round robin's rows: group, tile index along M, along N."""
+        return self.tables["schedule"]
+
+
+@dataclasses.dataclass
+class SplitKScratch:
+    """Split-K scratch of one pointer table: partial sums and their arrival counters. The
+    kernel's FIXUP units reset each counter they consumed, so the counters are zeroed only
+    once, here; one table's calls are ordered on one stream like any writes to its C."""
+
+    partials: torch.Tensor  # fp32
+    counters: torch.Tensor  # int32
 
 
 @dataclasses.dataclass
@@ -465,6 +651,7 @@ class PointerTable:
     ptrs: torch.Tensor  # (G, 5) int64: a, b, sfa_reordered, sfb_reordered, c
     tensormaps: torch.Tensor  # (G, num_desc, 16) int64, written once by the init kernel
     launch: Callable[[], None]
+    scratch: SplitKScratch | None = None
 
 
 @dataclasses.dataclass
@@ -495,7 +682,7 @@ class GroupedGemmRunner:
       compiled:  (config, num_groups) -> CompiledKernels
       plans:     sizes -> (config, None) or (None, reason); the config choice can model the
                  schedule (milliseconds of Python), so it runs once per problem sizes
-      schedules: (sizes, tile shape, small_m) -> TileSchedule
+      schedules: (sizes, config) -> TileSchedule
       pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
       calls:     ids of the call's tensors and its sizes -> CallEntry
     No cache holds anything derived from input values, nor a reference that keeps an
@@ -556,11 +743,8 @@ class GroupedGemmRunner:
         compiled = self.compiled.get_or_create(
             (config, len(sizes)), lambda: b.compile(config, len(sizes))
         )
-        tile_m, tile_n = b.tile_shape(config)
-        small_m = b.small_m(config)
         sched = self.schedules.get_or_create(
-            (sizes, tile_m, tile_n, small_m),
-            lambda: self._make_schedule(sizes, tile_m, tile_n, small_m, problem.device),
+            (sizes, config), lambda: self._make_schedule(sizes, config, problem.device)
         )
         ptrs = group_pointers(data, problem.sizes)
         table = self.pointers.get_or_create(
@@ -573,16 +757,26 @@ class GroupedGemmRunner:
         table.launch()
         return [abc[2] for abc in data[0]]
 
-    def _make_schedule(self, sizes, tile_m, tile_n, small_m, device) -> TileSchedule:
-        rows = build_tile_schedule(sizes, tile_m, tile_n)
-        num_full = len(rows)
-        if small_m:
-            rows, num_full = split_small_tiles(rows, sizes, tile_m, small_m)
+    def host_schedule(self, sizes, config) -> HostSchedule:
+        b = self.backend
+        if b.schedule is not None:
+            return b.schedule(sizes, config, self.num_sms)
+        rows = build_tile_schedule(sizes, *b.tile_shape(config))
+        return HostSchedule({"schedule": rows}, len(rows), b.grid(config, len(rows), self.num_sms))
+
+    def _make_schedule(self, sizes, config, device) -> TileSchedule:
+        host = self.host_schedule(sizes, config)
+        tables = {
+            name: to_device_async(torch.tensor(rows, dtype=torch.int32), device).reshape(len(rows), -1)
+            for name, rows in host.tables.items()
+        }
         return TileSchedule(
             sizes=to_device_async(torch.tensor(sizes, dtype=torch.int32), device),
-            schedule=to_device_async(torch.tensor(rows, dtype=torch.int32), device).reshape(-1, 3),
-            num_tiles=len(rows),
-            num_full=num_full,
+            tables=tables,
+            num_tiles=host.num_tiles,
+            grid=host.grid,
+            workspace_floats=host.workspace_floats,
+            num_counters=host.num_counters,
         )
 
     def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
@@ -591,9 +785,14 @@ class GroupedGemmRunner:
         # The init kernel writes every byte of them.
         tensormaps = torch.empty((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
         compiled.init(ptr_dev, sched.sizes, tensormaps)
-        grid = self.backend.grid(config, sched.num_tiles, self.num_sms)
-        launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, grid)
-        return PointerTable(ptr_dev, tensormaps, launch)
+        scratch = None
+        if sched.num_counters:
+            scratch = SplitKScratch(
+                torch.empty(sched.workspace_floats, dtype=torch.float32, device=device),
+                torch.zeros(sched.num_counters, dtype=torch.int32, device=device),
+            )
+        launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch)
+        return PointerTable(ptr_dev, tensormaps, launch, scratch)
 
     def _remember_call(self, key, data, table) -> None:
         calls = self.calls
@@ -2017,10 +2216,11 @@ def compile_sm100(config: Sm100Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, desc_align), current_stream(sizes.device.index),
         )
 
-    def prepare(sizes, ptrs, tensormaps, sched, grid):
+    def prepare(sizes, ptrs, tensormaps, sched, scratch):
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.num_tiles), Int32(grid),
+            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.num_tiles),
+            Int32(sched.grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 
@@ -2076,6 +2276,7 @@ class Sm90Config:
     small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
     swap_ab: bool = True  # only the swap-AB mapping is implemented
     pdl: bool = True  # programmatic dependent launch (overlaps the previous call's tail)
+    stream_k: bool = False  # split tiles along K to balance the CTAs (stream_k_units)
 
     @property
     def blocks(self) -> int:
@@ -2260,13 +2461,13 @@ def _v(x, loc, ip):
     return x.ir_value(loc=loc, ip=ip)
 
 
-def _asm_u32s(n, args, asm, constraints, side_effects, loc, ip):
-    ty = llvm.StructType.get_literal([Uint32.mlir_type] * n)
+def _asm_u32s(n, args, asm, constraints, side_effects, loc, ip, dtype=Uint32):
+    ty = llvm.StructType.get_literal([dtype.mlir_type] * n)
     res = llvm.inline_asm(
         ty, args, asm, constraints, has_side_effects=side_effects, is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
     )
-    return [Uint32(llvm.extractvalue(Uint32.mlir_type, res, [i], loc=loc, ip=ip)) for i in range(n)]
+    return [dtype(llvm.extractvalue(dtype.mlir_type, res, [i], loc=loc, ip=ip)) for i in range(n)]
 
 
 def _asm_effect(args, asm, constraints, loc, ip) -> None:
@@ -2290,14 +2491,18 @@ def ld_shared_v2(addr: Int32, *, loc=None, ip=None):
                      "=r,=r,r,~{memory}", True, loc, ip)
 
 
-@dsl_user_op
-def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
+def _asm_load(dtype, args, asm, constraints, loc, ip):
+    """One value from an inline-asm load (side-effecting: kept in order with the stores)."""
     res = llvm.inline_asm(
-        Uint32.mlir_type, [_v(Int32(addr), loc, ip)], "ld.shared.b32 $0, [$1];",
-        "=r,r,~{memory}", has_side_effects=True, is_align_stack=False,
+        dtype.mlir_type, args, asm, constraints, has_side_effects=True, is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
     )
-    return Uint32(res)
+    return dtype(res)
+
+
+@dsl_user_op
+def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
+    return _asm_load(Uint32, [_v(Int32(addr), loc, ip)], "ld.shared.b32 $0, [$1];", "=r,r,~{memory}", loc, ip)
 
 
 @dsl_user_op
@@ -2474,6 +2679,42 @@ def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
     )
 
 
+# Split-K partial sums between CTAs (gpu scope): the PARTIAL side stores, then one thread
+# per WG releases an arrival; the FIXUP side's thread acquires the count, then its WG reads.
+@dsl_user_op
+def st_global_v4_f32(addr: Int64, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
+    _asm_effect(
+        [_v(Int64(addr), loc, ip)] + [_v(Float32(x), loc, ip) for x in (v0, v1, v2, v3)],
+        "st.global.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}", loc, ip,
+    )
+
+
+@dsl_user_op
+def ld_global_relaxed_v4_f32(addr: Int64, *, loc=None, ip=None):
+    """A gpu-scope relaxed load: served by L2, never by a stale line of this SM's L1."""
+    return _asm_u32s(4, [_v(Int64(addr), loc, ip)], "ld.relaxed.gpu.global.v4.f32 {$0, $1, $2, $3}, [$4];",
+                     "=f,=f,=f,=f,l,~{memory}", True, loc, ip, dtype=Float32)
+
+
+@dsl_user_op
+def flag_release(addr: Int64, *, loc=None, ip=None) -> None:
+    """Release this CTA's earlier writes (ordered before this thread by a barrier), then
+    set the flag."""
+    _asm_effect([_v(Int64(addr), loc, ip)],
+                "fence.acq_rel.gpu;\nst.relaxed.gpu.global.u32 [$0], 1;", "l,~{memory}", loc, ip)
+
+
+@dsl_user_op
+def ld_acquire_u32(addr: Int64, *, loc=None, ip=None) -> Int32:
+    return _asm_load(Int32, [_v(Int64(addr), loc, ip)], "ld.acquire.gpu.global.u32 $0, [$1];",
+                     "=r,l,~{memory}", loc, ip)
+
+
+@dsl_user_op
+def st_relaxed_zero(addr: Int64, *, loc=None, ip=None) -> None:
+    _asm_effect([_v(Int64(addr), loc, ip)], "st.relaxed.gpu.global.u32 [$0], 0;", "l,~{memory}", loc, ip)
+
+
 def sw64(row, chunk):
     """Byte offset of 16-byte chunk `chunk` of packed row `row` under TMA's 64-byte swizzle
     (Swizzle<2,4,3>: chunk ^= (row / 2) % 4). With it, 8 lanes reading one chunk column of 8
@@ -2514,9 +2755,16 @@ class Sm90Fp4GroupedGemm:
     last read 3 K-tiles before, same argument; the previous tile's epilogue waited for all
     of this WG's wgmmas).
 
-    Two phases over the schedule (split_small_tiles): first the tiles that use more than
-    small_m token rows, then those with at most small_m, multiplied at wgmma N = small_m
-    with the decode split over 4 threads per row. The producer loads both alike.
+    Each CTA walks its own list of work units (WorkSchedule.tables: the host's round robin
+    of whole tiles, or stream-K pieces), in two phases (split_small_tiles): first the
+    units of tiles that use more than small_m token rows, then those with at most small_m,
+    multiplied at wgmma N = small_m with the decode split over 4 threads per row. The
+    producer loads both alike, K-tiles kt0 .. kt1 of each unit.
+
+    With stream_k, a tile split in two has a PARTIAL (its first K range: each WG stores its
+    fp32 accumulators to a workspace slot, in register order, then releases the slot's
+    flag) and a FIXUP (the rest: waits for the flag, adds the slot in the epilogue, resets
+    the flag, stores C). stream_k_units explains why the waits cannot deadlock.
     """
 
     def __init__(self, config: Sm90Config, num_groups: int):
@@ -2663,10 +2911,11 @@ class Sm90Fp4GroupedGemm:
         self,
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
-        sched_ptr: cute.Pointer,
+        ranges_ptr: cute.Pointer,
+        units_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
-        num_tiles: Int32,
-        num_full: Int32,
+        partials_ptr: cute.Pointer,
+        counters_ptr: cute.Pointer,
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
@@ -2700,8 +2949,8 @@ class Sm90Fp4GroupedGemm:
 
         self.shared_storage = SharedStorage
         self.kernel(
-            tiled_mma, small_mma, sT_layout, sizes_ptr, ptrs_ptr, sched_ptr, tmaps_ptr,
-            num_tiles, num_full,
+            tiled_mma, small_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
+            partials_ptr, counters_ptr,
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[SM90_THREADS, 1, 1],
@@ -2718,10 +2967,11 @@ class Sm90Fp4GroupedGemm:
         sT_layout: cute.ComposedLayout,
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
-        sched_ptr: cute.Pointer,
+        ranges_ptr: cute.Pointer,
+        units_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
-        num_tiles: Int32,
-        num_full: Int32,
+        partials_ptr: cute.Pointer,
+        counters_ptr: cute.Pointer,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -2759,17 +3009,22 @@ class Sm90Fp4GroupedGemm:
 
         mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))
-        mSched = cute.make_tensor(sched_ptr, cute.make_layout((3, num_tiles), stride=(1, 3)))
+        # this CTA's work units (WorkSchedule.tables): [begin, mid) first phase, [mid, end)
+        bidx, _, _ = cute.arch.block_idx()
+        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
+        mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
+        span = (mRanges[0, bidx], mRanges[1, bidx], mRanges[2, bidx])
+        split = (partials_ptr, counters_ptr)
 
         # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
         if warp_idx >= self.producer_warp:
             cute.arch.warpgroup_reg_dealloc(SM90_PRODUCER_REGISTERS)
             if warp_idx == self.producer_warp:
-                self.producer(storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles)
+                self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
         else:
             cute.arch.warpgroup_reg_alloc(SM90_CONSUMER_REGISTERS)
             self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
-                          tok_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles, num_full)
+                          tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
     @cute.jit
     def release_stage(self, ab_pipeline, state):
@@ -2781,7 +3036,7 @@ class Sm90Fp4GroupedGemm:
         cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
 
     @cute.jit
-    def producer(self, storage, ab_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles):
+    def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):
         lane = cute.arch.lane_idx()
         is_leader = Int32(0)
         if lane == 0:
@@ -2792,16 +3047,13 @@ class Sm90Fp4GroupedGemm:
         sSFB0 = storage.sSFB.data_ptr().toint()
         tmaps0 = tmaps_ptr.toint()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        bidx, _, _ = cute.arch.block_idx()
-        gdim, _, _ = cute.arch.grid_dim()
-        for t in cutlass.range(bidx, num_tiles, gdim, unroll=1):
-            g = mSched[0, t]
-            tm = mSched[1, t]
-            tn = mSched[2, t]
+        begin, _, end = span
+        for u in cutlass.range(begin, end, unroll=1):
+            g = mUnits[0, u]
+            tm = mUnits[1, u]
+            tn = mUnits[2, u]
             n = mSizes[1, g]
-            k = mSizes[2, g]
-            rest_k = k // 64
-            k_tiles = k // SM90_PACKED_K_TILE
+            rest_k = mSizes[2, g] // 64
             desc_a = tmaps0 + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES)
             desc_b = desc_a + SM90_DESC_BYTES
             tensormap_acquire(desc_a)
@@ -2818,7 +3070,7 @@ class Sm90Fp4GroupedGemm:
                 mPtrs[3, g] + Int64(cutlass.min(row_b // 128 + b, last_mb) * rest_k) * SF_ATOM_BYTES
                 for b in range(self.tile_n // 128)
             ]
-            for kt in cutlass.range(k_tiles, unroll=1):
+            for kt in cutlass.range(mUnits[3, u], mUnits[4, u], unroll=1):
                 ab_pipeline.producer_acquire(state)
                 mbar = ab_pipeline.producer_get_barrier(state).toint()
                 s = state.index
@@ -2844,7 +3096,7 @@ class Sm90Fp4GroupedGemm:
     # ---------------- consumers ----------------
     @cute.jit
     def consumer(self, tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
-                 tok_pipeline, mSizes, mPtrs, mSched, tmaps_ptr, num_tiles, num_full):
+                 tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         full = self.mma_operands(tiled_mma, sT, tidx, self.tile_m)
         # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
@@ -2854,22 +3106,21 @@ class Sm90Fp4GroupedGemm:
             pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
             pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
         )
-        bidx, _, _ = cute.arch.block_idx()
-        gdim, _, _ = cute.arch.grid_dim()
-        for t in cutlass.range(bidx, num_full, gdim, unroll=1):
-            states = self.consume_tile(t, self.tile_m, tidx, tiled_mma, *full, storage,
-                                       ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mSched,
-                                       tmaps_ptr)
+        begin, mid, end = span
+        for u in cutlass.range(begin, mid, unroll=1):
+            states = self.consume_tile(u, self.tile_m, tidx, tiled_mma, *full, storage,
+                                       ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits,
+                                       tmaps_ptr, split)
         if cutlass.const_expr(self.cfg.small_m > 0):
             # the first small_m rows of every token buffer, read by an N = small_m wgmma
             sT_small = cute.local_tile(
                 sT, (self.cfg.small_m, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0)
             )
             small = self.mma_operands(small_mma, sT_small, tidx, self.cfg.small_m)
-            for t in cutlass.range(second_phase_start(bidx, num_full, gdim), num_tiles, gdim, unroll=1):
-                states = self.consume_tile(t, self.cfg.small_m, tidx, small_mma, *small, storage,
+            for u in cutlass.range(mid, end, unroll=1):
+                states = self.consume_tile(u, self.cfg.small_m, tidx, small_mma, *small, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
-                                           mSched, tmaps_ptr)
+                                           mUnits, tmaps_ptr, split)
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
 
@@ -2891,16 +3142,18 @@ class Sm90Fp4GroupedGemm:
         return tCrT, tCrW, tCrW32, tCcC, acc
 
     @cute.jit
-    def consume_tile(self, t, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
-                     storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mSched, tmaps_ptr):
-        """All K-tiles of schedule row t with `rows` (static) decoded token rows, then its
-        epilogue. Returns the pipeline states: reassigned by the caller, that is what makes
-        the DSL carry them through its loop (a mutation inside a call is not seen there)."""
-        g = mSched[0, t]
-        tm = mSched[1, t]
-        tn = mSched[2, t]
+    def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
+                     storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
+                     split):
+        """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
+        epilogue (or, split-K, its partial sums). Returns the pipeline states: reassigned by
+        the caller, that is what makes the DSL carry them through its loop (a mutation
+        inside a call is not seen there)."""
+        g = mUnits[0, u]
+        tm = mUnits[1, u]
+        tn = mUnits[2, u]
         m = mSizes[0, g]
-        k_tiles = mSizes[2, g] // SM90_PACKED_K_TILE
+        k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
         tok = self.token_share(tidx, rows, m - row_a)
         wgt = self.weight_share(tidx)
@@ -2926,12 +3179,82 @@ class Sm90Fp4GroupedGemm:
             ahead, tok_w, tok_r, tok, wgt, wm, sc,
         )
         cute.nvgpu.warpgroup.wait_group(0)
+        if cutlass.const_expr(self.cfg.stream_k):
+            # split-K: both sides of a slot use the same thread -> accumulator map
+            role = mUnits[5, u]
+            if role == UNIT_PARTIAL:
+                self.store_partial(acc, split, mUnits[6, u], tidx, rows)
+            elif role == UNIT_FIXUP:
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
+                                (split, mUnits[7, u]))
+            else:
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows)
+        else:
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows)
+        return ahead, tok_w, tok_r
+
+    @cute.jit
+    def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
+                   fixup=None):
+        """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
+        the previous piece's slot and adds it on the way."""
         desc_c = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES) + 2 * SM90_DESC_BYTES
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
+        base = None
+        if cutlass.const_expr(fixup is not None):
+            split, slot = fixup
+            base = self.wait_partial(split, slot, tidx)
         for b in cutlass.range_constexpr(self.blocks):
             self.epilogue(acc[b], storage, tidx, desc_c, mPtrs[4, g], m, mSizes[1, g], row_a,
-                          col + 128 * b, rows)
-        return ahead, tok_w, tok_r
+                          col + 128 * b, rows, None if base is None else base + b * self.partial_block_bytes)
+
+    # ---------------- split-K: partial sums between CTAs ----------------
+    @property
+    def partial_block_bytes(self) -> int:
+        """One m64 block's accumulators of a WG in a workspace slot (16 bytes x 128 threads
+        per group of 4)."""
+        return self.tile_m // 8 * 128 * 16
+
+    @cute.jit
+    def partial_addr(self, split, slot, tidx):
+        """This thread's first 16 bytes in workspace slot `slot`: per WG and m64 block, group
+        i of 4 accumulators at 2048 i, the WG's 128 threads side by side (coalesced)."""
+        wg_slot = Int64(slot * SM90_CONSUMER_WGS + tidx // 128)
+        return split[0].toint() + wg_slot * (self.blocks * self.partial_block_bytes) + (tidx % 128) * 16
+
+    @cute.jit
+    def flag_addr(self, split, slot, tidx):
+        return split[1].toint() + Int64(slot * SM90_CONSUMER_WGS + tidx // 128) * 4
+
+    @cute.jit
+    def wait_partial(self, split, slot, tidx):
+        """Wait for slot `slot`'s flag (this WG's half), reset it for the next call (nothing
+        else reads it in this grid; the next grid does only after griddepcontrol.wait), and
+        return this thread's address in the slot."""
+        if tidx % 128 == 0:
+            flag = self.flag_addr(split, slot, tidx)
+            seen = ld_acquire_u32(flag)
+            while seen == 0:
+                seen = ld_acquire_u32(flag)
+            st_relaxed_zero(flag)
+        cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
+        return self.partial_addr(split, slot, tidx)
+
+    @cute.jit
+    def store_partial(self, acc, split, slot, tidx, rows: int):
+        """PARTIAL: this WG's fp32 accumulators -> slot `slot`, then its flag, once all 128
+        threads' stores are issued (the barrier, then the release in flag_release).
+        (A tile has one PARTIAL: a middle piece that waits, adds and stores, compiled into
+        this branch, cost the tile_n 256 K-loop its uniform descriptor registers, 567 ->
+        635 SASS instructions.)"""
+        dst = self.partial_addr(split, slot, tidx)
+        for b in cutlass.range_constexpr(self.blocks):
+            for i in cutlass.range_constexpr(rows // 8):
+                v = [acc[b][4 * i + e] for e in range(4)]
+                st_global_v4_f32(dst + b * self.partial_block_bytes + i * 2048, *v)
+        cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
+        if tidx % 128 == 0:
+            flag_release(self.flag_addr(split, slot, tidx))
 
     @cute.jit
     def weight_share(self, tidx):
@@ -3076,7 +3399,7 @@ class Sm90Fp4GroupedGemm:
         return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
-    def epilogue(self, acc, storage, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int):
+    def epilogue(self, acc, storage, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None):
         """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
         columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
         fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
@@ -3095,9 +3418,14 @@ class Sm90Fp4GroupedGemm:
         bulk_wait_read(lead)
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         for p in cutlass.range_constexpr(tokens // 16):
-            # matrices (j, h): accumulator columns 8 j .., rows 8 h ..; values 4 j + 2 h + e
-            v = [pack_f16x2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1])
-                 for j, h in ((2 * p, 0), (2 * p, 1), (2 * p + 1, 0), (2 * p + 1, 1))]
+            # matrices (j, h): accumulator columns 8 j .., rows 8 h ..; values 4 j + 2 h + e,
+            # i.e. accumulators 8 p .. 8 p + 7 (workspace groups 2 p, 2 p + 1)
+            x = [acc[8 * p + e] for e in range(8)]
+            if cutlass.const_expr(partial is not None):
+                w = ld_global_relaxed_v4_f32(partial + 2 * p * 2048) + ld_global_relaxed_v4_f32(
+                    partial + (2 * p + 1) * 2048)
+                x = [x[e] + w[e] for e in range(8)]
+            v = [pack_f16x2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]) for j, h in ((0, 0), (0, 1), (1, 0), (1, 1))]
             stmatrix_x4_trans(box + sm90_c_stage_offset(wtid, p), *v)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
@@ -3131,27 +3459,63 @@ SM90_TILE_US = {256: 5.0, 128: 1.8}
 SM90_TILE_N_CHOICES = (128, 256)
 
 
-def sm90_makespan_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> float:
-    """The slowest CTA's modeled time under the kernel's static round robin: schedule row i
-    (both phases, split_small_tiles order) runs on CTA i % grid."""
+# A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the
+# FIXUP's wait where both pieces run at once. Fit to the H200 (notes/measurements.md,
+# 2026-12-01, fourth session): with 2.5 the model picks the measured-best config on all
+# four benchmark shapes.
+SM90_FIXUP_US = {256: 2.5, 128: 1.2}
+# Widths the chooser offers stream-K at. At tile_n 128 it measured slower on all four
+# shapes (kernel 161.5 / 92.6 / 35.8 / 17.4 against 144.8 / 86.2 / 33.3 / 16.9 us whole):
+# its K-loop grows from 373 to 384 SASS instructions, and its 2x more pieces each pay a
+# pipeline fill and a partial. At 256 the K-loop is unchanged (565).
+SM90_STREAM_K_TILE_N = (256,)
+
+
+def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, float], float, float]:
+    """(us per K-tile in the first and second phase, us per unit, us per split piece)."""
+    kt_us = (SM90_KTILE_US[(cfg.tile_n, cfg.tile_m)], SM90_KTILE_US[(cfg.tile_n, cfg.small_m or cfg.tile_m)])
+    return kt_us, SM90_TILE_US[cfg.tile_n], SM90_FIXUP_US[cfg.tile_n]
+
+
+def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> WorkSchedule:
+    """The Hopper kernel's per-CTA work units: the two phases of split_small_tiles, whole
+    tiles in round robin, or cut into stream-K pieces of equal modeled time."""
     rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     num_full = len(rows)
     if cfg.small_m:
         rows, num_full = split_small_tiles(rows, sizes, cfg.tile_m, cfg.small_m)
-    grid = persistent_grid(len(rows), num_sms)
-    load = [0.0] * grid
-    for i, (g, _tm, _tn) in enumerate(rows):
-        tokens = cfg.tile_m if i < num_full else cfg.small_m
-        ktile = SM90_KTILE_US[(cfg.tile_n, tokens)]
-        load[i % grid] += sizes[g][2] / SM90_PACKED_K_TILE * ktile + SM90_TILE_US[cfg.tile_n]
-    return max(load)
+    k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
+    if not cfg.stream_k:
+        return round_robin_units(rows, num_full, k_tiles, persistent_grid(len(rows), num_sms))
+    return stream_k_units(rows, num_full, k_tiles, num_sms, *sm90_cost_model(cfg))
+
+
+def sm90_partial_floats(cfg: Sm90Config) -> int:
+    """fp32 values of one workspace slot: a whole tile's accumulators (tile_n x tile_m)."""
+    return cfg.tile_n * cfg.tile_m
+
+
+def sm90_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> HostSchedule:
+    ws = sm90_work_schedule(sizes, cfg, num_sms)
+    ranges, units = ws.tables()
+    return HostSchedule(
+        {"ranges": ranges, "units": units}, len(units), len(ranges),
+        workspace_floats=ws.num_slots * sm90_partial_floats(cfg),
+        num_counters=ws.num_slots * SM90_CONSUMER_WGS,  # one arrival flag per slot and WG
+    )
+
+
+def sm90_makespan_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> float:
+    """The slowest CTA's modeled time under the config's schedule."""
+    return max(modeled_cta_us(sm90_work_schedule(sizes, cfg, num_sms), *sm90_cost_model(cfg)))
 
 
 def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm90Config:
-    """tile_n 256 halves the token decode per MAC but makes tiles twice as long: it wins
-    where the schedule still fills the SMs (the G = 8, N = 7168 benchmark), 128 elsewhere.
-    Picked by the modeled makespan of both (ties go to the smaller tile)."""
+    """tile_n 256 halves the token decode per MAC but makes tiles twice as long; stream-K
+    evens out the CTAs at the price of partial sums. Picked by the modeled makespan (ties
+    go to the earlier, simpler config: whole tiles before stream-K, 128 before 256)."""
     configs = [make_sm90_config(n) for n in SM90_TILE_N_CHOICES]
+    configs += [make_sm90_config(n, stream_k=True) for n in SM90_STREAM_K_TILE_N]
     return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
 
 
@@ -3174,7 +3538,8 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
     gemm_fn = cute.compile(
         op,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int32),
-        fake_ptr(cutlass.Int64, 128), Int32(1), Int32(1), Int32(1), stream,
+        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, 128), fake_ptr(cutlass.Float32),
+        fake_ptr(cutlass.Int32), Int32(1), stream,
     )
 
     def init(ptrs, sizes, tensormaps):
@@ -3183,11 +3548,15 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, 128), current_stream(sizes.device.index),
         )
 
-    def prepare(sizes, ptrs, tensormaps, sched, grid):
+    def prepare(sizes, ptrs, tensormaps, sched, scratch):
+        # without split-K the kernel is compiled without any access to the scratch
+        partials = fake_ptr(cutlass.Float32) if scratch is None else device_ptr(scratch.partials, cutlass.Float32)
+        counters = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.counters, cutlass.Int32)
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(sched.schedule, cutlass.Int32), device_ptr(tensormaps, cutlass.Int64, 128),
-            Int32(sched.num_tiles), Int32(sched.num_full), Int32(grid),
+            device_ptr(sched.tables["ranges"], cutlass.Int32),
+            device_ptr(sched.tables["units"], cutlass.Int32),
+            device_ptr(tensormaps, cutlass.Int64, 128), partials, counters, Int32(sched.grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 
@@ -3202,8 +3571,7 @@ def sm90_backend() -> KernelBackend:
         tile_shape=lambda cfg: (cfg.tile_m, cfg.tile_n),
         compile=compile_sm90,
         num_desc=SM90_NUM_DESC,
-        grid=lambda cfg, tiles, sms: persistent_grid(tiles, sms),
-        small_m=lambda cfg: cfg.small_m,
+        schedule=sm90_schedule,
     )
 
 

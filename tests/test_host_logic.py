@@ -1,5 +1,6 @@
 """Host-side logic shared by both kernels: the tile schedule, caches, path selection."""
 
+import collections
 import random
 import warnings
 
@@ -69,18 +70,89 @@ def test_split_small_tiles_benchmark_shape():
     assert {g for g, _, _ in split[num_full:]} == {1, 4, 7}
 
 
-def test_second_phase_continues_the_round_robin():
-    # CTA b takes rows b, b + P, ...; the kernel's second loop starts at the first row
-    # >= num_full that is b mod P
-    for num_full, total, grid in [(0, 5, 3), (7, 20, 4), (8, 8, 4), (130, 300, 132)]:
-        seen = []
-        for b in range(grid):
-            start = submission.second_phase_start(b, num_full, grid)
-            first = list(range(b, num_full, grid))
-            second = list(range(start, total, grid))
-            assert all(t % grid == b for t in first + second)
-            seen += first + second
-        assert sorted(seen) == list(range(total))
+def _benchmark_like(rng, groups):
+    n = rng.choice([512, 3072, 4096, 7168])
+    k = rng.choice([256, 1536, 2048, 4096, 7168])
+    return [(rng.choice([1, 7, 40, 64, 72, 129, 192, 248, 384, 1000]), n, k, 1) for _ in range(groups)]
+
+
+def _units(sizes, stream_k, tile_n=128, grid=132, cost=((1.0, 0.6), 2.0, 0.6)):
+    rows = build_tile_schedule(sizes, 128, tile_n)
+    rows, num_full = split_small_tiles(rows, sizes, 128, 64)
+    k_tiles = [k // 128 for _, _, k, _ in sizes]
+    if stream_k:
+        ws = submission.stream_k_units(rows, num_full, k_tiles, grid, *cost)
+    else:
+        ws = submission.round_robin_units(rows, num_full, k_tiles, min(grid, len(rows)))
+    return rows, num_full, k_tiles, ws
+
+
+@pytest.mark.parametrize("stream_k", [False, True])
+@pytest.mark.parametrize("seed", range(12))
+def test_work_units_cover_every_k_tile_once(seed, stream_k):
+    rng = random.Random(seed)
+    sizes = _benchmark_like(rng, rng.choice([1, 2, 8, 16, 64]))
+    rows, num_full, k_tiles, ws = _units(sizes, stream_k, rng.choice([128, 256]))
+    second = set(rows[num_full:])
+    assert len(ws.ctas) <= 132 and len(ws.mids) == len(ws.ctas)
+    covered = collections.Counter()
+    for cta, mid in zip(ws.ctas, ws.mids):
+        for j, u in enumerate(cta):
+            # the kernel's two loops: first-phase units, then the narrow ones
+            assert ((u.group, u.tm, u.tn) in second) == (j >= mid)
+            assert 0 <= u.kt0 < u.kt1 <= k_tiles[u.group]
+            covered.update((u.group, u.tm, u.tn, kt) for kt in range(u.kt0, u.kt1))
+    expected = collections.Counter((g, tm, tn, kt) for g, tm, tn in rows for kt in range(k_tiles[g]))
+    assert covered == expected
+    ranges, units = ws.tables()
+    assert [units[b:e] for b, _, e, _ in ranges] == [list(c) for c in ws.ctas]
+    assert [m - b for b, m, _, _ in ranges] == list(ws.mids)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_stream_k_pieces_wait_only_for_a_lower_ctas_first_unit(seed):
+    # the kernel's deadlock-freedom argument (stream_k_units): a FIXUP on CTA c waits for
+    # one PARTIAL, which is the first unit of a CTA below c, of the same tile, ending
+    # where the FIXUP starts; every slot is written once and read once
+    rng = random.Random(100 + seed)
+    sizes = _benchmark_like(rng, rng.choice([1, 2, 8, 16]))
+    _, _, k_tiles, ws = _units(sizes, True, rng.choice([128, 256]))
+    partial_at = {}
+    for c, cta in enumerate(ws.ctas):
+        for j, u in enumerate(cta):
+            if u.role == submission.UNIT_PARTIAL:
+                assert j == 0 and u.kt0 == 0 and u.slot not in partial_at
+                partial_at[u.slot] = (c, u)
+    assert sorted(partial_at) == list(range(ws.num_slots))
+    fixups = 0
+    for c, cta in enumerate(ws.ctas):
+        for j, u in enumerate(cta):
+            if u.role == submission.UNIT_FIXUP:
+                fixups += 1
+                pc, p = partial_at[u.prev]
+                assert pc < c and j == len(cta) - 1
+                assert (p.group, p.tm, p.tn, p.kt1) == (u.group, u.tm, u.tn, u.kt0)
+                assert u.kt1 == k_tiles[u.group]
+            elif u.role == submission.UNIT_WHOLE:
+                assert (u.kt0, u.kt1) == (0, k_tiles[u.group])
+    assert fixups == ws.num_slots
+
+
+def test_stream_k_balances_the_benchmark_shape():
+    # shape 0 of task.yml: the round robin leaves 2 full + 1 narrow tile on 88 of 132 CTAs
+    sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
+    cost = ((1.01, 0.62), 1.8, 0.6)
+    rr = submission.modeled_cta_us(_units(sizes, False, cost=cost)[3], *cost)
+    sk = submission.modeled_cta_us(_units(sizes, True, cost=cost)[3], *cost)
+    assert max(rr) > 1.05 * sum(rr) / len(rr)
+    assert max(sk) < 1.02 * sum(sk) / len(sk) and max(sk) < 0.95 * max(rr)
+
+
+def test_stream_k_keeps_small_problems_whole():
+    # one tile, enough CTAs: split in two at most, and never into pieces below min_kt
+    _, _, _, ws = _units([(64, 128, 1024, 1)], True)
+    pieces = [u for cta in ws.ctas for u in cta]
+    assert len(pieces) <= 2 and all(u.kt1 - u.kt0 >= 2 for u in pieces)
 
 
 def test_lru_cache_bounded_and_counts():

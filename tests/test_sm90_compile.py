@@ -30,8 +30,8 @@ def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "cfg",
-    [{}, {"small_m": 0}, {"tile_n": 256}],
-    ids=["default", "one_phase", "tile_n256"],
+    [{}, {"small_m": 0}, {"tile_n": 256}, {"tile_n": 256, "stream_k": True}],
+    ids=["default", "one_phase", "tile_n256", "tile_n256_stream_k"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     ptx = _compile_and_dump(tmp_path, cfg)
@@ -89,4 +89,7 @@ def test_host_functions_and_legality():
     assert S.sm90_can_implement(cfg, [(1, 7168, 256, 1), (129, 128, 512, 1)]) == (True, "")
     ok, reason = S.sm90_can_implement(cfg, [(8, 128, 320, 1)])
     assert not ok and "multiple of 256" in reason
-    assert S.choose_sm90_config([(80, 4096, 7168, 1)], 132) == cfg  # 32 tiles: 128 rows
+    # 16 tiles of 256 x 56 K-tiles on 132 SMs: split in two along K beats 32 whole 128-row ones
+    assert S.choose_sm90_config([(80, 4096, 7168, 1)], 132) == S.make_sm90_config(256, stream_k=True)
+    # 128 tiles of 12 K-tiles (shape 3): nothing to balance, whole 128-row tiles
+    assert S.choose_sm90_config([(128, 4096, 1536, 1), (384, 4096, 1536, 1)], 132) == cfg

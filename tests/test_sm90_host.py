@@ -279,13 +279,15 @@ def test_makespan_model_follows_the_round_robin():
     assert S.sm90_makespan_us(sizes, cfg, 132) == pytest.approx(full)  # one tile per CTA
 
 
-@pytest.mark.parametrize("case, tile_n", [(0, 128), (1, 256), (2, 128), (3, 128)])
-def test_tile_n_choice_on_the_benchmarks(case, tile_n):
-    """tile_n 256 only where its longer tiles still fill the 132 SMs (G = 8, N = 7168): what
-    the H200 measured (kernel 87 against 95 us there, 154 against 166 us on shape 0)."""
+@pytest.mark.parametrize("case, tile_n, stream_k", [(0, 256, True), (1, 256, True), (2, 128, False), (3, 128, False)])
+def test_config_choice_on_the_benchmarks(case, tile_n, stream_k):
+    """The measured-best config per benchmark shape on the H200 (kernel us, pdl=0, shapes
+    0-3): 128 whole 144.8 / 86.2 / 33.3 / 16.9, 256 whole 150.5 / 79.5 / 54.8 / 24.5,
+    256 stream-K 123.3 / 74.7 / 34.6 / 20.7 (notes/measurements.md, fourth session)."""
     from cases import task_cases
 
     args = task_cases("benchmarks")[case].args()
     sizes = [(m, n, k, 1) for m, n, k in zip(args["m"], args["n"], args["k"])]
-    assert S.choose_sm90_config(sizes, 132).tile_n == tile_n
+    cfg = S.choose_sm90_config(sizes, 132)
+    assert (cfg.tile_n, cfg.stream_k) == (tile_n, stream_k)
     assert S.sm90_config_is_legal(S.choose_sm90_config(sizes, 132))

@@ -5,6 +5,9 @@
 2. G = 4 through a runner with a 2-CTA grid: each CTA walks many tiles of both phases, so
    the pipelines' state crosses tile and phase boundaries under the sanitizer.
 3. The same at tile_n = 256 on Hopper (two m64 wgmma blocks per consumer warpgroup).
+4. Hopper stream-K at tile_n = 256 on a 3-CTA grid: split tiles, so partial sums cross
+   CTAs through the workspace and its flags (checked at rtol = atol = 1e-3: the split
+   changes the fp32 summation order).
 """
 
 import dataclasses
@@ -29,11 +32,11 @@ def case_custom_kernel():
     return submission.custom_kernel(data), expected
 
 
-def case_small_grid(**config_changes):
+def case_small_grid(num_sms=2, **config_changes):
     data = reference.generate_input(m=(40, 200, 129, 64), n=(256, 256, 128, 128), k=(512, 256, 256, 256), g=4, seed=5)
     expected = expected_of(data)
     path = submission.select_path(torch.device("cuda"))
-    runner = submission.GroupedGemmRunner(submission._BACKENDS[path](), num_sms=2)
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[path](), num_sms=num_sms)
     problem = submission.validate_inputs(data)
     config, reason = runner.plan(problem)
     assert config is not None, reason
@@ -47,11 +50,19 @@ def case_one_block():
     return case_small_grid(tile_n=256, stages=submission.make_sm90_config(256).stages)
 
 
+def case_stream_k():
+    if submission.select_path(torch.device("cuda")) != "sm90":
+        return case_small_grid()
+    return case_small_grid(3, tile_n=256, stages=submission.make_sm90_config(256).stages, stream_k=True)
+
+
 ok = True
-for case in (case_custom_kernel, case_small_grid, case_one_block):
+for case in (case_custom_kernel, case_small_grid, case_one_block, case_stream_k):
     out, expected = case()
     torch.cuda.synchronize()
     exact = all(torch.equal(o, e) for o, e in zip(out, expected))
-    ok &= exact
-    print(case.__name__, "path", submission.select_path(torch.device("cuda")), "bit-exact" if exact else "MISMATCH")
+    close = all(torch.allclose(o.float(), e.float(), rtol=1e-3, atol=1e-3) for o, e in zip(out, expected))
+    ok &= exact or (case is case_stream_k and close)
+    verdict = "bit-exact" if exact else "within 1e-3" if close else "MISMATCH"
+    print(case.__name__, "path", submission.select_path(torch.device("cuda")), verdict)
 sys.exit(0 if ok else 1)
