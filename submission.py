@@ -614,7 +614,7 @@ class HostSchedule:
     num_tiles: int  # rows of the work list
     grid: int
     workspace_floats: int = 0  # fp32 partial sums
-    num_counters: int = 0  # int32 arrival counters, zero between calls
+    num_flags: int = 0  # int32 arrival flags, zero between calls
 
 
 @dataclasses.dataclass
@@ -626,7 +626,7 @@ class TileSchedule:
     num_tiles: int
     grid: int
     workspace_floats: int
-    num_counters: int
+    num_flags: int
 
     @property
     def schedule(self) -> torch.Tensor:
@@ -636,12 +636,12 @@ class TileSchedule:
 
 @dataclasses.dataclass
 class SplitKScratch:
-    """Split-K scratch of one pointer table: partial sums and their arrival counters. The
-    kernel's FIXUP units reset each counter they consumed, so the counters are zeroed only
-    once, here; one table's calls are ordered on one stream like any writes to its C."""
+    """Split-K scratch of one pointer table: partial sums and their arrival flags. The
+    kernel's FIXUP units reset each flag they consumed, so the flags are zeroed only once,
+    here; one table's calls are ordered on one stream like any writes to its C."""
 
     partials: torch.Tensor  # fp32
-    counters: torch.Tensor  # int32
+    flags: torch.Tensor  # int32
 
 
 @dataclasses.dataclass
@@ -776,7 +776,7 @@ class GroupedGemmRunner:
             num_tiles=host.num_tiles,
             grid=host.grid,
             workspace_floats=host.workspace_floats,
-            num_counters=host.num_counters,
+            num_flags=host.num_flags,
         )
 
     def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
@@ -786,10 +786,10 @@ class GroupedGemmRunner:
         tensormaps = torch.empty((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
         compiled.init(ptr_dev, sched.sizes, tensormaps)
         scratch = None
-        if sched.num_counters:
+        if sched.num_flags:
             scratch = SplitKScratch(
                 torch.empty(sched.workspace_floats, dtype=torch.float32, device=device),
-                torch.zeros(sched.num_counters, dtype=torch.int32, device=device),
+                torch.zeros(sched.num_flags, dtype=torch.int32, device=device),
             )
         launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch)
         return PointerTable(ptr_dev, tensormaps, launch, scratch)
@@ -2915,7 +2915,7 @@ class Sm90Fp4GroupedGemm:
         units_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
         partials_ptr: cute.Pointer,
-        counters_ptr: cute.Pointer,
+        flags_ptr: cute.Pointer,
         num_ctas: Int32,
         stream: cuda.CUstream,
     ):
@@ -2950,7 +2950,7 @@ class Sm90Fp4GroupedGemm:
         self.shared_storage = SharedStorage
         self.kernel(
             tiled_mma, small_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
-            partials_ptr, counters_ptr,
+            partials_ptr, flags_ptr,
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[SM90_THREADS, 1, 1],
@@ -2971,7 +2971,7 @@ class Sm90Fp4GroupedGemm:
         units_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
         partials_ptr: cute.Pointer,
-        counters_ptr: cute.Pointer,
+        flags_ptr: cute.Pointer,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -3014,7 +3014,7 @@ class Sm90Fp4GroupedGemm:
         mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
         mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
         span = (mRanges[0, bidx], mRanges[1, bidx], mRanges[2, bidx])
-        split = (partials_ptr, counters_ptr)
+        split = (partials_ptr, flags_ptr)
 
         # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
         if warp_idx >= self.producer_warp:
@@ -3501,7 +3501,7 @@ def sm90_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int)
     return HostSchedule(
         {"ranges": ranges, "units": units}, len(units), len(ranges),
         workspace_floats=ws.num_slots * sm90_partial_floats(cfg),
-        num_counters=ws.num_slots * SM90_CONSUMER_WGS,  # one arrival flag per slot and WG
+        num_flags=ws.num_slots * SM90_CONSUMER_WGS,  # one arrival flag per slot and WG
     )
 
 
@@ -3551,12 +3551,12 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
     def prepare(sizes, ptrs, tensormaps, sched, scratch):
         # without split-K the kernel is compiled without any access to the scratch
         partials = fake_ptr(cutlass.Float32) if scratch is None else device_ptr(scratch.partials, cutlass.Float32)
-        counters = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.counters, cutlass.Int32)
+        flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
             device_ptr(sched.tables["ranges"], cutlass.Int32),
             device_ptr(sched.tables["units"], cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, 128), partials, counters, Int32(sched.grid),
+            device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 

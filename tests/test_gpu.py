@@ -177,11 +177,11 @@ def test_stream_k_benchmark_shape_resets_its_flags():
         config = submission.make_sm90_config(tile_n, stream_k=True)
         first = [o.clone() for o in runner.run(data, problem, config)]
         table = next(iter(runner.pointers._data.values()))
-        assert table.scratch is not None and table.scratch.counters.numel() > 0
+        assert table.scratch is not None and table.scratch.flags.numel() > 0
         for _ in range(3):
             again = runner.run(data, problem, config)
             torch.cuda.synchronize()
-            assert int(table.scratch.counters.abs().sum()) == 0, f"tile_n {tile_n}: flags left set"
+            assert int(table.scratch.flags.abs().sum()) == 0, f"tile_n {tile_n}: flags left set"
             assert all(torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(first, again))
         for g, (o, e) in enumerate(zip(first, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"tile_n {tile_n}, group {g}"
