@@ -619,14 +619,11 @@ class HostSchedule:
 
 @dataclasses.dataclass
 class TileSchedule:
-    """Device copy of a HostSchedule and of the sizes, per (sizes, config)."""
+    """Device copy of a HostSchedule's tables and of the sizes, per (sizes, config)."""
 
     sizes: torch.Tensor  # (G, 4) int32
     tables: dict  # name -> (rows, fields) int32 device tensor
-    num_tiles: int
-    grid: int
-    workspace_floats: int
-    num_flags: int
+    host: HostSchedule  # the grid, the tile count and the split-K scratch sizes
 
     @property
     def schedule(self) -> torch.Tensor:
@@ -770,14 +767,7 @@ class GroupedGemmRunner:
             name: to_device_async(torch.tensor(rows, dtype=torch.int32), device).reshape(len(rows), -1)
             for name, rows in host.tables.items()
         }
-        return TileSchedule(
-            sizes=to_device_async(torch.tensor(sizes, dtype=torch.int32), device),
-            tables=tables,
-            num_tiles=host.num_tiles,
-            grid=host.grid,
-            workspace_floats=host.workspace_floats,
-            num_flags=host.num_flags,
-        )
+        return TileSchedule(to_device_async(torch.tensor(sizes, dtype=torch.int32), device), tables, host)
 
     def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
         ptr_dev = to_device_async(torch.tensor(ptrs, dtype=torch.int64), device)
@@ -786,10 +776,10 @@ class GroupedGemmRunner:
         tensormaps = torch.empty((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
         compiled.init(ptr_dev, sched.sizes, tensormaps)
         scratch = None
-        if sched.num_flags:
+        if sched.host.num_flags:
             scratch = SplitKScratch(
-                torch.empty(sched.workspace_floats, dtype=torch.float32, device=device),
-                torch.zeros(sched.num_flags, dtype=torch.int32, device=device),
+                torch.empty(sched.host.workspace_floats, dtype=torch.float32, device=device),
+                torch.zeros(sched.host.num_flags, dtype=torch.int32, device=device),
             )
         launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch)
         return PointerTable(ptr_dev, tensormaps, launch, scratch)
@@ -2219,8 +2209,8 @@ def compile_sm100(config: Sm100Config, num_groups: int) -> CompiledKernels:
     def prepare(sizes, ptrs, tensormaps, sched, scratch):
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.num_tiles),
-            Int32(sched.grid),
+            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.host.num_tiles),
+            Int32(sched.host.grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 
@@ -2461,7 +2451,7 @@ def _v(x, loc, ip):
     return x.ir_value(loc=loc, ip=ip)
 
 
-def _asm_u32s(n, args, asm, constraints, side_effects, loc, ip, dtype=Uint32):
+def _asm_values(n, args, asm, constraints, side_effects, loc, ip, dtype=Uint32):
     ty = llvm.StructType.get_literal([dtype.mlir_type] * n)
     res = llvm.inline_asm(
         ty, args, asm, constraints, has_side_effects=side_effects, is_align_stack=False,
@@ -2481,20 +2471,21 @@ def _asm_effect(args, asm, constraints, loc, ip) -> None:
 
 @dsl_user_op
 def ld_shared_v4(addr: Int32, *, loc=None, ip=None):
-    return _asm_u32s(4, [_v(Int32(addr), loc, ip)], "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
+    return _asm_values(4, [_v(Int32(addr), loc, ip)], "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
                      "=r,=r,=r,=r,r,~{memory}", True, loc, ip)
 
 
 @dsl_user_op
 def ld_shared_v2(addr: Int32, *, loc=None, ip=None):
-    return _asm_u32s(2, [_v(Int32(addr), loc, ip)], "ld.shared.v2.b32 {$0, $1}, [$2];",
+    return _asm_values(2, [_v(Int32(addr), loc, ip)], "ld.shared.v2.b32 {$0, $1}, [$2];",
                      "=r,=r,r,~{memory}", True, loc, ip)
 
 
-def _asm_load(dtype, args, asm, constraints, loc, ip):
-    """One value from an inline-asm load (side-effecting: kept in order with the stores)."""
+def _asm_value(dtype, args, asm, constraints, loc, ip, side_effects=True):
+    """One value from inline asm; side-effecting by default (a load: kept in order with
+    the stores)."""
     res = llvm.inline_asm(
-        dtype.mlir_type, args, asm, constraints, has_side_effects=True, is_align_stack=False,
+        dtype.mlir_type, args, asm, constraints, has_side_effects=side_effects, is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
     )
     return dtype(res)
@@ -2502,7 +2493,7 @@ def _asm_load(dtype, args, asm, constraints, loc, ip):
 
 @dsl_user_op
 def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
-    return _asm_load(Uint32, [_v(Int32(addr), loc, ip)], "ld.shared.b32 $0, [$1];", "=r,r,~{memory}", loc, ip)
+    return _asm_value(Uint32, [_v(Int32(addr), loc, ip)], "ld.shared.b32 $0, [$1];", "=r,r,~{memory}", loc, ip)
 
 
 @dsl_user_op
@@ -2534,7 +2525,7 @@ def scale_pair_x64(word: Uint32, selector, *, loc=None, ip=None):
     """The two E4M3 scales s0, s1 that prmt `selector` (sm90_scale_selector) picks from
     `word` -> the f16x2 values (64 s0, 64 s0) and (64 s1, 64 s1). Exact: E4M3 values are
     fp16 values and 64 * 448 is below fp16's maximum."""
-    return _asm_u32s(
+    return _asm_values(
         2, [_v(Uint32(word), loc, ip), _v(Uint32(selector), loc, ip)],
         "{\n.reg .b32 w, t, c;\n.reg .b16 lo, hi;\n"
         "prmt.b32 w, $2, 0, $3;\n"
@@ -2557,7 +2548,7 @@ def decode_e2m1_word(word: Uint32, scale2: Uint32, *, loc=None, ip=None):
     f16x2 multiply by 64 * scale (scale2) restores the magnitude. Products are at most
     6 * 448 and at least 2^-10 with 6 significant bits: exact in fp16.
     Outputs: nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
-    return _asm_u32s(
+    return _asm_values(
         4, [_v(Uint32(word), loc, ip), _v(Uint32(scale2), loc, ip)],
         "{\n.reg .b32 e, o, t, u;\n.reg .b16 el, eh, ol, oh;\n"
         "shl.b32 t, $4, 2;\n"
@@ -2617,12 +2608,8 @@ def bulk_load(
 @dsl_user_op
 def pack_f16x2(lo, hi, *, loc=None, ip=None) -> Uint32:
     """Two fp32 -> one f16x2 (lo in the low half), round to nearest."""
-    res = llvm.inline_asm(
-        Uint32.mlir_type, [_v(Float32(hi), loc, ip), _v(Float32(lo), loc, ip)],
-        "cvt.rn.f16x2.f32 $0, $1, $2;", "=r,f,f", has_side_effects=False,
-        is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip,
-    )
-    return Uint32(res)
+    return _asm_value(Uint32, [_v(Float32(hi), loc, ip), _v(Float32(lo), loc, ip)],
+                      "cvt.rn.f16x2.f32 $0, $1, $2;", "=r,f,f", loc, ip, side_effects=False)
 
 
 @dsl_user_op
@@ -2692,7 +2679,7 @@ def st_global_v4_f32(addr: Int64, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
 @dsl_user_op
 def ld_global_relaxed_v4_f32(addr: Int64, *, loc=None, ip=None):
     """A gpu-scope relaxed load: served by L2, never by a stale line of this SM's L1."""
-    return _asm_u32s(4, [_v(Int64(addr), loc, ip)], "ld.relaxed.gpu.global.v4.f32 {$0, $1, $2, $3}, [$4];",
+    return _asm_values(4, [_v(Int64(addr), loc, ip)], "ld.relaxed.gpu.global.v4.f32 {$0, $1, $2, $3}, [$4];",
                      "=f,=f,=f,=f,l,~{memory}", True, loc, ip, dtype=Float32)
 
 
@@ -2706,7 +2693,7 @@ def flag_release(addr: Int64, *, loc=None, ip=None) -> None:
 
 @dsl_user_op
 def ld_acquire_u32(addr: Int64, *, loc=None, ip=None) -> Int32:
-    return _asm_load(Int32, [_v(Int64(addr), loc, ip)], "ld.acquire.gpu.global.u32 $0, [$1];",
+    return _asm_value(Int32, [_v(Int64(addr), loc, ip)], "ld.acquire.gpu.global.u32 $0, [$1];",
                      "=r,l,~{memory}", loc, ip)
 
 
@@ -3556,7 +3543,7 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
             device_ptr(sched.tables["ranges"], cutlass.Int32),
             device_ptr(sched.tables["units"], cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.grid),
+            device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.host.grid),
         )
         return bind_launch(gemm_fn, args, sizes.device.index)
 
