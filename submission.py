@@ -236,19 +236,26 @@ def build_tile_schedule(
     return [(g, tm, tn) for _, g, tm, tn in tiles]
 
 
-def split_small_tiles(
-    rows: Sequence[tuple[int, int, int]], sizes: Sequence[Sequence[int]], tile_m: int, small_m: int
-) -> tuple[list[tuple[int, int, int]], int]:
-    """(schedule, number of full tiles): the tiles whose used rows exceed small_m first, then
-    those with at most small_m rows (the last M tile of a group, or a whole small group),
-    each phase in its original order. A kernel may run the second phase with a narrower
-    MMA. With CTA i taking entries i, i + P, ... of the concatenation, the second phase
-    continues the first's round robin."""
-    big, small = [], []
+def split_tiles_by_width(
+    rows: Sequence[tuple[int, int, int]], sizes: Sequence[Sequence[int]], widths: Sequence[int]
+) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:
+    """(schedule, tiles per phase): the tiles grouped into phases by the token rows they use.
+    widths[0] is the tile's height and the later widths narrower, descending; a tile goes to
+    the phase of the narrowest width that holds its used rows (the last M tile of a group,
+    or a whole small group, can be narrow). Each phase keeps the schedule's order; a kernel
+    may run each phase with an MMA of that width. With CTA i taking entries i, i + P, ... of
+    the concatenation, each phase continues the previous one's round robin."""
+    phases = [[] for _ in widths]
     for g, tm, tn in rows:
-        used = min(tile_m, sizes[g][0] - tm * tile_m)
-        (small if used <= small_m else big).append((g, tm, tn))
-    return big + small, len(big)
+        used = min(widths[0], sizes[g][0] - tm * widths[0])
+        p = max(i for i, w in enumerate(widths) if w >= used)
+        phases[p].append((g, tm, tn))
+    return [r for ph in phases for r in ph], tuple(len(ph) for ph in phases)
+
+
+def phase_of_rows(phase_sizes: Sequence[int]) -> list[int]:
+    """The phase of each schedule row, from split_tiles_by_width's tiles per phase."""
+    return [p for p, n in enumerate(phase_sizes) for _ in range(n)]
 
 
 # --------------------------------------------------------------------------------------
@@ -258,6 +265,8 @@ UNIT_WHOLE = 0  # all of a tile's K-tiles: store C
 UNIT_PARTIAL = 1  # the first K range of a tile split in two: fp32 sums -> its workspace slot
 UNIT_FIXUP = 2  # the rest of the tile: + the PARTIAL's slot -> C
 UNIT_FIELDS = 8
+MAX_PHASES = 3  # token widths a kernel runs one after the other (split_tiles_by_width)
+RANGE_FIELDS = MAX_PHASES + 1  # a CTA's phase starts and end in WorkSchedule.tables
 
 
 class WorkUnit(NamedTuple):
@@ -273,35 +282,47 @@ class WorkUnit(NamedTuple):
 
 @dataclass(frozen=True)
 class WorkSchedule:
-    """Per CTA, its units in processing order: the first phase's (full tiles) then the
-    second's (at most small_m rows); `mids[c]` is CTA c's first second-phase unit."""
+    """Per CTA, its units in processing order, phase by phase (split_tiles_by_width: full
+    tiles first, then each narrower width); `starts[c][p]` is CTA c's first unit of phase
+    p, and len(ctas[c]) its end."""
 
     ctas: tuple[tuple[WorkUnit, ...], ...]
-    mids: tuple[int, ...]
+    starts: tuple[tuple[int, ...], ...]
     num_slots: int  # workspace slots of partial sums, one per PARTIAL (0: nothing is split)
 
-    def tables(self) -> tuple[list[tuple[int, int, int, int]], list[WorkUnit]]:
-        """(ranges, units): CTA c walks units[begin:mid] then units[mid:end] of
-        ranges[c] = (begin, mid, end, 0)."""
+    def phases(self, c: int) -> list[int]:
+        """The phase of each of CTA c's units."""
+        bounds = self.starts[c] + (len(self.ctas[c]),)
+        return [p for p in range(len(bounds) - 1) for _ in range(bounds[p], bounds[p + 1])]
+
+    def tables(self) -> tuple[list[tuple[int, ...]], list[WorkUnit]]:
+        """(ranges, units): CTA c walks units[r[p]:r[p + 1]] in phase p = 0, 1, .. of
+        r = ranges[c] = (phase starts .., end), padded with zeros to RANGE_FIELDS."""
         ranges, units = [], []
-        for cta, mid in zip(self.ctas, self.mids):
-            ranges.append((len(units), len(units) + mid, len(units) + len(cta), 0))
+        for cta, starts in zip(self.ctas, self.starts):
+            row = tuple(len(units) + s for s in starts) + (len(units) + len(cta),)
+            ranges.append(row + (0,) * (RANGE_FIELDS - len(row)))
             units.extend(cta)
         return ranges, units
 
 
+def _phase_starts(phases: Sequence[int], num_phases: int) -> tuple[int, ...]:
+    """Where each phase begins in a CTA's units, given their phases (ascending)."""
+    return tuple(sum(1 for q in phases if q < p) for p in range(num_phases))
+
+
 def round_robin_units(
-    rows: Sequence[tuple[int, int, int]], num_full: int, k_tiles: Sequence[int], grid: int
+    rows: Sequence[tuple[int, int, int]], phase_sizes: Sequence[int], k_tiles: Sequence[int], grid: int
 ) -> WorkSchedule:
-    """Whole tiles, schedule row i on CTA i % grid (both phases continue one round robin).
+    """Whole tiles, schedule row i on CTA i % grid (the phases continue one round robin).
     k_tiles[g]: K-tiles of group g."""
     ctas = [[] for _ in range(grid)]
-    mids = [0] * grid
-    for i, (g, tm, tn) in enumerate(rows):
+    phases = [[] for _ in range(grid)]
+    for i, ((g, tm, tn), p) in enumerate(zip(rows, phase_of_rows(phase_sizes))):
         ctas[i % grid].append(WorkUnit(g, tm, tn, 0, k_tiles[g]))
-        if i < num_full:
-            mids[i % grid] += 1
-    return WorkSchedule(tuple(map(tuple, ctas)), tuple(mids), 0)
+        phases[i % grid].append(p)
+    starts = tuple(_phase_starts(ph, len(phase_sizes)) for ph in phases)
+    return WorkSchedule(tuple(map(tuple, ctas)), starts, 0)
 
 
 def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us: float, min_kt: int):
@@ -312,13 +333,13 @@ def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us
     next, each of at least min_kt K-tiles. Returns the CTAs' piece lists, or None if more
     than max_ctas CTAs, or a piece longer than the budget, would be needed."""
     ctas, cur, load = [], [], 0.0
-    for row, second, kts, per_kt in items:
+    for row, phase, kts, per_kt in items:
         kt = 0
         while kt < kts:
             rest = kts - kt
             whole = rest * per_kt + unit_us + (fixup_us if kt else 0.0)
             if load + whole <= budget:
-                cur.append((row, second, kt, kts))
+                cur.append((row, phase, kt, kts))
                 load += whole
                 break
             if kt:  # a tail that does not fit even a fresh CTA
@@ -326,7 +347,7 @@ def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us
             head = min(int((budget - load - unit_us - fixup_us) // per_kt), kts - min_kt)
             max_tail = int((budget - unit_us - fixup_us) // per_kt)
             if head >= max(min_kt, kts - max_tail):
-                cur.append((row, second, 0, head))
+                cur.append((row, phase, 0, head))
                 kt = head
             elif not cur:
                 return None
@@ -341,20 +362,20 @@ def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us
 
 def stream_k_units(
     rows: Sequence[tuple[int, int, int]],
-    num_full: int,
+    phase_sizes: Sequence[int],
     k_tiles: Sequence[int],
     grid: int,
-    kt_us: tuple[float, float],
+    kt_us: Sequence[float],
     unit_us: float,
     fixup_us: float,
     min_kt: int = 2,
 ) -> WorkSchedule:
     """Stream-K: the schedule's K-tiles cut into at most `grid` contiguous ranges of equal
-    modeled time (kt_us: us per K-tile in the first and second phase), a tile split at
-    most once, where a CTA's share ends.
+    modeled time (kt_us[p]: us per K-tile in phase p), a tile split at most once, where a
+    CTA's share ends.
 
-    The work is laid out second phase first, so that each CTA's range, walked backwards,
-    is its first-phase pieces, then its second-phase ones. A split tile's pieces lie on
+    The work is laid out last phase first, so that each CTA's range, walked backwards,
+    holds its pieces phase by phase in the kernel's order. A split tile's pieces lie on
     consecutive CTAs: the head (a PARTIAL: its fp32 sums to a workspace slot, then the
     slot's flag) ends one CTA's range, the tail (the FIXUP: waits for the flag, adds the
     slot, stores C) starts the next one's. Walked backwards, a CTA's range starts with its
@@ -363,8 +384,9 @@ def stream_k_units(
     resident when CTAs are dispatched in index order. The sum is always tail + head: the
     result does not depend on timing.
     """
-    order = list(range(num_full, len(rows))) + list(range(num_full))
-    items = [(i, i >= num_full, k_tiles[rows[i][0]], kt_us[i >= num_full]) for i in order]
+    phase = phase_of_rows(phase_sizes)
+    order = sorted(range(len(rows)), key=lambda i: -phase[i])  # stable: each phase in order
+    items = [(i, phase[i], k_tiles[rows[i][0]], kt_us[phase[i]]) for i in order]
     total = sum(k * c + unit_us for _, _, k, c in items)
     lo, hi = total / grid, total + unit_us + fixup_us
     best = _fill_stream_k(items, hi, grid, unit_us, fixup_us, min_kt)
@@ -388,7 +410,7 @@ def stream_k_units(
         role[head] = (UNIT_PARTIAL, num_slots, -1)
         role[tail] = (UNIT_FIXUP, 0, num_slots)
         num_slots += 1
-    ctas, mids = [], []
+    ctas, starts = [], []
     for c, cta in enumerate(best):
         units = []
         for j in reversed(range(len(cta))):
@@ -396,18 +418,18 @@ def stream_k_units(
             g, tm, tn = rows[row]
             units.append(WorkUnit(g, tm, tn, kt0, kt1, *role.get((c, j), (UNIT_WHOLE, 0, -1))))
         ctas.append(tuple(units))
-        mids.append(sum(1 for row, second, _, _ in cta if not second))
-    return WorkSchedule(tuple(ctas), tuple(mids), num_slots)
+        starts.append(_phase_starts([p for _, p, _, _ in reversed(cta)], len(phase_sizes)))
+    return WorkSchedule(tuple(ctas), tuple(starts), num_slots)
 
 
-def modeled_cta_us(ws: WorkSchedule, kt_us: tuple[float, float], unit_us: float,
+def modeled_cta_us(ws: WorkSchedule, kt_us: Sequence[float], unit_us: float,
                    fixup_us: float) -> list[float]:
     """Each CTA's modeled time under the same accounting as stream_k_units."""
     loads = []
-    for cta, mid in zip(ws.ctas, ws.mids):
+    for c, cta in enumerate(ws.ctas):
         t = 0.0
-        for j, u in enumerate(cta):
-            t += (u.kt1 - u.kt0) * kt_us[j >= mid] + unit_us
+        for u, p in zip(cta, ws.phases(c)):
+            t += (u.kt1 - u.kt0) * kt_us[p] + unit_us
             if u.role != UNIT_WHOLE:
                 t += fixup_us
         loads.append(t)
@@ -2263,7 +2285,9 @@ class Sm90Config:
     tile_n: int = 128  # weight rows per tile (wgmma M): 2 consumer WGs x blocks x 64
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
-    small_m: int = 64  # tiles using at most this many token rows run last at wgmma N = 64
+    # token widths of the later phases: a tile whose used token rows fit one runs, after
+    # the full tiles, at wgmma N = that width (split_tiles_by_width); () runs all at tile_m
+    narrow: tuple[int, ...] = (96, 64)
     swap_ab: bool = True  # only the swap-AB mapping is implemented
     pdl: bool = True  # programmatic dependent launch (overlaps the previous call's tail)
     stream_k: bool = False  # split tiles along K to balance the CTAs (stream_k_units)
@@ -2272,6 +2296,11 @@ class Sm90Config:
     def blocks(self) -> int:
         """m64 wgmma blocks per consumer warpgroup (each WG owns blocks x 64 weight rows)."""
         return self.tile_n // (SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Token rows (wgmma N) of each phase, the full tiles' first."""
+        return (self.tile_m, *self.narrow)
 
 
 def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
@@ -2308,9 +2337,10 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
 
 
 def sm90_token_split(rows: int) -> tuple[int, int]:
-    """(threads per token row, packed 16-byte chunks each decodes) when all 256 consumer
-    threads decode a tile's `rows` token rows: 2 x 2 chunks at 128 rows, 4 x 1 at 64."""
-    split = SM90_CONSUMER_THREADS // rows
+    """(threads per token row, packed 16-byte chunks each decodes) when the consumer threads
+    decode a tile's `rows` token rows: 2 x 2 chunks at 128 rows (all 256 threads) and at 96
+    (192), 4 x 1 at 64 (256) and at 32 (128)."""
+    split = min(4, SM90_CONSUMER_THREADS // rows)
     return split, 4 // split
 
 
@@ -2345,10 +2375,17 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
     return cfg.blocks * 64 * cfg.tile_m // 128 + 96
 
 
+SM90_NARROW_WIDTHS = (96, 64, 32)  # whole 16-byte chunks per decoding thread (sm90_token_split)
+
+
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
     # tile_m 128: every consumer thread decodes part of a token row (sm90_token_split);
-    # small_m: 0 (off) or half the tile
-    return cfg.tile_n in (128, 256) and cfg.tile_m == 128 and cfg.small_m in (0, 64)
+    # narrow phases: descending widths below the tile's, at most MAX_PHASES in all
+    return (
+        cfg.tile_n in (128, 256) and cfg.tile_m == 128 and len(cfg.widths) <= MAX_PHASES
+        and all(w in SM90_NARROW_WIDTHS for w in cfg.narrow)
+        and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
+    )
 
 
 def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
@@ -2743,10 +2780,12 @@ class Sm90Fp4GroupedGemm:
     of this WG's wgmmas).
 
     Each CTA walks its own list of work units (WorkSchedule.tables: the host's round robin
-    of whole tiles, or stream-K pieces), in two phases (split_small_tiles): first the
-    units of tiles that use more than small_m token rows, then those with at most small_m,
-    multiplied at wgmma N = small_m with the decode split over 4 threads per row. The
-    producer loads both alike, K-tiles kt0 .. kt1 of each unit.
+    of whole tiles, or stream-K pieces), phase by phase (split_tiles_by_width): first the
+    units of tiles that use more token rows than any narrow width, then, for each narrow
+    width w (cfg.narrow), those that fit w rows, multiplied at wgmma N = w: a tile of 72
+    tokens pays for 96 token columns, not 128. Each phase is its own copy of the K-loop,
+    with the token decode spread over the threads that a width needs
+    (sm90_token_split). The producer loads all alike, K-tiles kt0 .. kt1 of each unit.
 
     With stream_k, a tile split in two has a PARTIAL (its first K range: each WG stores its
     fp32 accumulators to a workspace slot, in register order, then releases the slot's
@@ -2907,8 +2946,6 @@ class Sm90Fp4GroupedGemm:
         stream: cuda.CUstream,
     ):
         tiled_mma = self._tiled_mma(self.tile_m)
-        # the second phase's narrower MMA (tiles of at most small_m tokens)
-        small_mma = self._tiled_mma(self.cfg.small_m or self.tile_m)
         sT_layout = self._token_layout()  # tokens: wgmma B
 
         @cute.struct
@@ -2936,7 +2973,7 @@ class Sm90Fp4GroupedGemm:
 
         self.shared_storage = SharedStorage
         self.kernel(
-            tiled_mma, small_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
+            tiled_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
             partials_ptr, flags_ptr,
         ).launch(
             grid=[num_ctas, 1, 1],
@@ -2950,7 +2987,6 @@ class Sm90Fp4GroupedGemm:
     def kernel(
         self,
         tiled_mma: cute.TiledMma,
-        small_mma: cute.TiledMma,
         sT_layout: cute.ComposedLayout,
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
@@ -2996,11 +3032,11 @@ class Sm90Fp4GroupedGemm:
 
         mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))
-        # this CTA's work units (WorkSchedule.tables): [begin, mid) first phase, [mid, end)
+        # this CTA's work units (WorkSchedule.tables): phase p is [span[p], span[p + 1])
         bidx, _, _ = cute.arch.block_idx()
-        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
+        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((RANGE_FIELDS, 1 << 20), stride=(1, RANGE_FIELDS)))
         mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
-        span = (mRanges[0, bidx], mRanges[1, bidx], mRanges[2, bidx])
+        span = tuple(mRanges[i, bidx] for i in range(len(self.cfg.widths) + 1))
         split = (partials_ptr, flags_ptr)
 
         # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
@@ -3010,7 +3046,7 @@ class Sm90Fp4GroupedGemm:
                 self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
         else:
             cute.arch.warpgroup_reg_alloc(SM90_CONSUMER_REGISTERS)
-            self.consumer(tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
+            self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
     @cute.jit
@@ -3034,8 +3070,7 @@ class Sm90Fp4GroupedGemm:
         sSFB0 = storage.sSFB.data_ptr().toint()
         tmaps0 = tmaps_ptr.toint()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        begin, _, end = span
-        for u in cutlass.range(begin, end, unroll=1):
+        for u in cutlass.range(span[0], span[-1], unroll=1):
             g = mUnits[0, u]
             tm = mUnits[1, u]
             tn = mUnits[2, u]
@@ -3082,10 +3117,9 @@ class Sm90Fp4GroupedGemm:
 
     # ---------------- consumers ----------------
     @cute.jit
-    def consumer(self, tidx, tiled_mma, small_mma, sT_layout, storage, ab_pipeline,
+    def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                  tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
-        full = self.mma_operands(tiled_mma, sT, tidx, self.tile_m)
         # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
         # loaded during the current one); tok_w: the ring buffer being written, tok_r: read
         states = (
@@ -3093,19 +3127,17 @@ class Sm90Fp4GroupedGemm:
             pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
             pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
         )
-        begin, mid, end = span
-        for u in cutlass.range(begin, mid, unroll=1):
-            states = self.consume_tile(u, self.tile_m, tidx, tiled_mma, *full, storage,
-                                       ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits,
-                                       tmaps_ptr, split)
-        if cutlass.const_expr(self.cfg.small_m > 0):
-            # the first small_m rows of every token buffer, read by an N = small_m wgmma
-            sT_small = cute.local_tile(
-                sT, (self.cfg.small_m, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0)
-            )
-            small = self.mma_operands(small_mma, sT_small, tidx, self.cfg.small_m)
-            for u in cutlass.range(mid, end, unroll=1):
-                states = self.consume_tile(u, self.cfg.small_m, tidx, small_mma, *small, storage,
+        for p in cutlass.range_constexpr(len(self.cfg.widths)):
+            # phase p: an N = rows wgmma on the first rows of every token buffer
+            rows = self.cfg.widths[p]
+            mma = tiled_mma
+            sT_p = sT
+            if cutlass.const_expr(p > 0):
+                mma = self._tiled_mma(rows)
+                sT_p = cute.local_tile(sT, (rows, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0))
+            operands = self.mma_operands(mma, sT_p, tidx, rows)
+            for u in cutlass.range(span[p], span[p + 1], unroll=1):
+                states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
                                            mUnits, tmaps_ptr, split)
         # the staging boxes stay allocated until their last TMA stores have read them
@@ -3441,7 +3473,10 @@ class Sm90Fp4GroupedGemm:
 # Cost of a tile on the H200, measured (notes/measurements.md, 2026-12-01, second session):
 # microseconds per 128-K K-tile by (tile_n, token rows), and a fixed cost per tile that takes
 # in its prologue, epilogue and pipeline fill. Only ratios matter: they pick the tile_n.
-SM90_KTILE_US = {(256, 128): 1.72, (256, 64): 1.06, (128, 128): 1.01, (128, 64): 0.62}
+SM90_KTILE_US = {
+    (256, 128): 1.72, (256, 96): 1.39, (256, 64): 1.06, (256, 32): 0.73,
+    (128, 128): 1.01, (128, 96): 0.82, (128, 64): 0.62, (128, 32): 0.43,
+}
 SM90_TILE_US = {256: 5.0, 128: 1.8}
 SM90_TILE_N_CHOICES = (128, 256)
 
@@ -3458,23 +3493,21 @@ SM90_FIXUP_US = {256: 2.5, 128: 1.2}
 SM90_STREAM_K_TILE_N = (256,)
 
 
-def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, float], float, float]:
-    """(us per K-tile in the first and second phase, us per unit, us per split piece)."""
-    kt_us = (SM90_KTILE_US[(cfg.tile_n, cfg.tile_m)], SM90_KTILE_US[(cfg.tile_n, cfg.small_m or cfg.tile_m)])
+def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, ...], float, float]:
+    """(us per K-tile in each phase, us per unit, us per split piece)."""
+    kt_us = tuple(SM90_KTILE_US[(cfg.tile_n, w)] for w in cfg.widths)
     return kt_us, SM90_TILE_US[cfg.tile_n], SM90_FIXUP_US[cfg.tile_n]
 
 
 def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> WorkSchedule:
-    """The Hopper kernel's per-CTA work units: the two phases of split_small_tiles, whole
+    """The Hopper kernel's per-CTA work units: the phases of split_tiles_by_width, whole
     tiles in round robin, or cut into stream-K pieces of equal modeled time."""
     rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
-    num_full = len(rows)
-    if cfg.small_m:
-        rows, num_full = split_small_tiles(rows, sizes, cfg.tile_m, cfg.small_m)
+    rows, phase_sizes = split_tiles_by_width(rows, sizes, cfg.widths)
     k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
     if not cfg.stream_k:
-        return round_robin_units(rows, num_full, k_tiles, persistent_grid(len(rows), num_sms))
-    return stream_k_units(rows, num_full, k_tiles, num_sms, *sm90_cost_model(cfg))
+        return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
+    return stream_k_units(rows, phase_sizes, k_tiles, num_sms, *sm90_cost_model(cfg))
 
 
 def sm90_partial_floats(cfg: Sm90Config) -> int:

@@ -133,8 +133,8 @@ def _run_small_grid(num_sms, backend, **config_changes):
 
 @pytest.mark.parametrize("num_sms", [1, 3])
 def test_many_tiles_per_cta_both_phases(num_sms):
-    """A tiny persistent grid: every CTA walks many tiles of both schedule phases (full
-    tiles, then <= small_m-row tiles), so pipeline state must carry across tiles and
+    """A tiny persistent grid: every CTA walks many tiles of every schedule phase (full
+    tiles, then the narrow widths' tiles), so pipeline state must carry across tiles and
     phases. A kernel that loses it hangs or is wrong here, not on small task shapes."""
     if _kernel_path() not in ("sm90", "sm100"):
         pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
@@ -161,6 +161,35 @@ def test_stream_k_both_tile_widths(num_sms):
     for tile_n in submission.SM90_TILE_N_CHOICES:
         cfg = submission.make_sm90_config(tile_n)
         _run_small_grid(num_sms, submission.sm90_backend(), tile_n=tile_n, stages=cfg.stages, stream_k=True)
+
+
+@pytest.mark.parametrize(
+    "tile_n, narrow, stream_k",
+    [(128, (96, 64), False), (256, (96, 64), True), (128, (96, 32), True), (256, (64, 32), False)],
+)
+@pytest.mark.parametrize("num_sms", [3, 132])
+def test_token_width_phases(num_sms, tile_n, narrow, stream_k):
+    """Hopper with three token-width phases (split_tiles_by_width): groups whose last M
+    tiles use 1 to 128 rows land in every phase, each multiplied at its own wgmma N with
+    its own decode split; on 3 CTAs every CTA walks all three phases, whole or split."""
+    if _kernel_path() != "sm90":
+        pytest.skip(f"Hopper-only config (path {_kernel_path()})")
+    m = (30, 72, 96, 200, 129, 250, 64, 33)
+    data = reference.generate_input(m=m, n=(512, 256, 384, 256, 512, 256, 128, 384),
+                                    k=(512, 256, 768, 256, 512, 768, 256, 512), g=len(m), seed=17)
+    expected = reference.ref_kernel(_clone(data))
+    problem = submission.validate_inputs(data)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+    config = submission.make_sm90_config(tile_n, narrow=narrow, stream_k=stream_k)
+    sizes = [(mm, n, k, 1) for mm, n, k in zip(m, (512, 256, 384, 256, 512, 256, 128, 384),
+                                                (512, 256, 768, 256, 512, 768, 256, 512))]
+    _, counts = submission.split_tiles_by_width(
+        submission.build_tile_schedule(sizes, 128, tile_n), sizes, config.widths)
+    assert all(counts), counts  # every phase has tiles
+    out = runner.run(data, problem, config)
+    torch.cuda.synchronize()
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g} (M = {m[g]})"
 
 
 def test_stream_k_benchmark_shape_resets_its_flags():

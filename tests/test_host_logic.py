@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import submission
-from submission import LruCache, build_tile_schedule, ceil_div, split_small_tiles, tiles_per_group
+from submission import LruCache, build_tile_schedule, ceil_div, split_tiles_by_width, tiles_per_group
 
 
 def _random_sizes(rng, groups):
@@ -46,28 +46,39 @@ def test_schedule_m1_and_empty_groups():
     assert build_tile_schedule([(0, 128, 256, 1), (1, 256, 256, 1)], 128, 128) == [(1, 0, 0), (1, 0, 1)]
 
 
+@pytest.mark.parametrize("widths", [(128, 64), (128, 96, 64), (128, 96, 32), (128,)])
 @pytest.mark.parametrize("seed", range(8))
-def test_split_small_tiles_keeps_every_tile_and_puts_small_ones_last(seed):
+def test_split_tiles_by_width_keeps_every_tile_in_its_narrowest_phase(seed, widths):
     rng = random.Random(seed)
     sizes = _random_sizes(rng, rng.choice([1, 2, 8, 64]))
     rows = build_tile_schedule(sizes, 128, 128)
-    split, num_full = split_small_tiles(rows, sizes, 128, 64)
-    assert sorted(split) == sorted(rows)  # a permutation: every tile exactly once
-    used = [min(128, sizes[g][0] - tm * 128) for g, tm, _ in split]
-    assert all(u > 64 for u in used[:num_full]) and all(u <= 64 for u in used[num_full:])
-    # each phase keeps the schedule's order (descending work)
+    split, counts = split_tiles_by_width(rows, sizes, widths)
+    assert sorted(split) == sorted(rows) and sum(counts) == len(rows)  # every tile once
     order = {r: i for i, r in enumerate(rows)}
-    for phase in (split[:num_full], split[num_full:]):
+    start = 0
+    for p, n in enumerate(counts):
+        phase = split[start:start + n]
+        start += n
+        used = [min(128, sizes[g][0] - tm * 128) for g, tm, _ in phase]
+        # the narrowest width that holds the tile's rows
+        assert all(u <= widths[p] for u in used)
+        if p + 1 < len(widths):
+            assert all(u > widths[p + 1] for u in used)
+        # each phase keeps the schedule's order (descending work)
         assert [order[r] for r in phase] == sorted(order[r] for r in phase)
 
 
-def test_split_small_tiles_benchmark_shape():
-    # G=8 N=4096: the last M tiles of M = 176, 160 and the M = 64 group use <= 64 rows
+def test_split_tiles_by_width_benchmark_shape():
+    # G=8 N=4096: the last M tiles of M = 176, 160 and the M = 64 group use <= 64 rows;
+    # M = 80, 72, 96 and the 248-row group's second tile (120 rows) need more
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
     rows = build_tile_schedule(sizes, 128, 128)
-    split, num_full = split_small_tiles(rows, sizes, 128, 64)
-    assert len(split) == 11 * 32 and len(split) - num_full == 3 * 32
-    assert {g for g, _, _ in split[num_full:]} == {1, 4, 7}
+    split, counts = split_tiles_by_width(rows, sizes, (128, 64))
+    assert len(split) == 11 * 32 and counts == (8 * 32, 3 * 32)
+    assert {g for g, _, _ in split[counts[0]:]} == {1, 4, 7}
+    split, counts = split_tiles_by_width(rows, sizes, (128, 96, 64))
+    assert counts == (5 * 32, 3 * 32, 3 * 32)
+    assert {g for g, _, _ in split[counts[0]:counts[0] + counts[1]]} == {0, 3, 6}
 
 
 def _benchmark_like(rng, groups):
@@ -76,15 +87,19 @@ def _benchmark_like(rng, groups):
     return [(rng.choice([1, 7, 40, 64, 72, 129, 192, 248, 384, 1000]), n, k, 1) for _ in range(groups)]
 
 
-def _units(sizes, stream_k, tile_n=128, grid=132, cost=((1.0, 0.6), 2.0, 0.6)):
+_WIDTH_COST = {128: 1.0, 96: 0.8, 64: 0.6, 32: 0.4}  # us per K-tile, by token width
+
+
+def _units(sizes, stream_k, tile_n=128, grid=132, widths=(128, 96, 64), unit_us=2.0, fixup_us=0.6):
     rows = build_tile_schedule(sizes, 128, tile_n)
-    rows, num_full = split_small_tiles(rows, sizes, 128, 64)
+    rows, counts = split_tiles_by_width(rows, sizes, widths)
     k_tiles = [k // 128 for _, _, k, _ in sizes]
     if stream_k:
-        ws = submission.stream_k_units(rows, num_full, k_tiles, grid, *cost)
+        kt_us = [_WIDTH_COST[w] for w in widths]
+        ws = submission.stream_k_units(rows, counts, k_tiles, grid, kt_us, unit_us, fixup_us)
     else:
-        ws = submission.round_robin_units(rows, num_full, k_tiles, min(grid, len(rows)))
-    return rows, num_full, k_tiles, ws
+        ws = submission.round_robin_units(rows, counts, k_tiles, min(grid, len(rows)))
+    return rows, submission.phase_of_rows(counts), k_tiles, ws
 
 
 @pytest.mark.parametrize("stream_k", [False, True])
@@ -92,21 +107,25 @@ def _units(sizes, stream_k, tile_n=128, grid=132, cost=((1.0, 0.6), 2.0, 0.6)):
 def test_work_units_cover_every_k_tile_once(seed, stream_k):
     rng = random.Random(seed)
     sizes = _benchmark_like(rng, rng.choice([1, 2, 8, 16, 64]))
-    rows, num_full, k_tiles, ws = _units(sizes, stream_k, rng.choice([128, 256]))
-    second = set(rows[num_full:])
-    assert len(ws.ctas) <= 132 and len(ws.mids) == len(ws.ctas)
+    widths = rng.choice([(128, 64), (128, 96, 64), (128, 96, 32), (128,)])
+    rows, phase_of, k_tiles, ws = _units(sizes, stream_k, rng.choice([128, 256]), widths=widths)
+    phase = dict(zip(rows, phase_of))
+    assert len(ws.ctas) <= 132 and len(ws.starts) == len(ws.ctas)
     covered = collections.Counter()
-    for cta, mid in zip(ws.ctas, ws.mids):
-        for j, u in enumerate(cta):
-            # the kernel's two loops: first-phase units, then the narrow ones
-            assert ((u.group, u.tm, u.tn) in second) == (j >= mid)
+    for c, cta in enumerate(ws.ctas):
+        # the kernel's loops, one per phase: each unit in its tile's phase, ascending
+        assert [phase[(u.group, u.tm, u.tn)] for u in cta] == ws.phases(c)
+        assert ws.phases(c) == sorted(ws.phases(c))
+        for u in cta:
             assert 0 <= u.kt0 < u.kt1 <= k_tiles[u.group]
             covered.update((u.group, u.tm, u.tn, kt) for kt in range(u.kt0, u.kt1))
     expected = collections.Counter((g, tm, tn, kt) for g, tm, tn in rows for kt in range(k_tiles[g]))
     assert covered == expected
     ranges, units = ws.tables()
-    assert [units[b:e] for b, _, e, _ in ranges] == [list(c) for c in ws.ctas]
-    assert [m - b for b, m, _, _ in ranges] == list(ws.mids)
+    p = len(widths)
+    assert all(len(r) == submission.RANGE_FIELDS for r in ranges)
+    assert [units[r[0]:r[p]] for r in ranges] == [list(c) for c in ws.ctas]
+    assert [tuple(x - r[0] for x in r[:p]) for r in ranges] == list(ws.starts)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -141,9 +160,10 @@ def test_stream_k_pieces_wait_only_for_a_lower_ctas_first_unit(seed):
 def test_stream_k_balances_the_benchmark_shape():
     # shape 0 of task.yml: the round robin leaves 2 full + 1 narrow tile on 88 of 132 CTAs
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
-    cost = ((1.01, 0.62), 1.8, 0.6)
-    rr = submission.modeled_cta_us(_units(sizes, False, cost=cost)[3], *cost)
-    sk = submission.modeled_cta_us(_units(sizes, True, cost=cost)[3], *cost)
+    widths = (128, 64)
+    cost = ([_WIDTH_COST[w] for w in widths], 1.8, 0.6)
+    rr = submission.modeled_cta_us(_units(sizes, False, widths=widths, unit_us=1.8)[3], *cost)
+    sk = submission.modeled_cta_us(_units(sizes, True, widths=widths, unit_us=1.8)[3], *cost)
     assert max(rr) > 1.05 * sum(rr) / len(rr)
     assert max(sk) < 1.02 * sum(sk) / len(sk) and max(sk) < 0.95 * max(rr)
 

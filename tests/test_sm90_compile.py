@@ -30,7 +30,7 @@ def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "cfg",
-    [{}, {"small_m": 0}, {"tile_n": 256}, {"tile_n": 256, "stream_k": True}],
+    [{}, {"narrow": ()}, {"tile_n": 256}, {"tile_n": 256, "stream_k": True}],
     ids=["default", "one_phase", "tile_n256", "tile_n256_stream_k"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):

@@ -246,12 +246,18 @@ def test_scale_selectors_pick_the_chunk_blocks():
     [
         ({}, True),
         ({"tile_n": 256, "stages": 3}, True),
-        ({"small_m": 0}, True),
+        ({"narrow": ()}, True),
+        ({"narrow": (96, 64)}, True),
+        ({"narrow": (96, 32)}, True),
+        ({"tile_n": 256, "stages": 3, "narrow": (64, 32)}, True),
         ({"stages": 5}, True),
         ({"stages": 6}, False),  # 6 x 18 KB stages + the 96 KB ring + 32 KB C staging > 227 KB
         ({"tile_n": 64}, False),  # at least one m64 block per consumer warpgroup
         ({"tile_m": 64}, False),
-        ({"small_m": 32}, False),
+        ({"narrow": (48,)}, False),  # not a whole 16-byte chunk per decoding thread
+        ({"narrow": (64, 96)}, False),  # ascending
+        ({"narrow": (128,)}, False),  # not narrower than the tile
+        ({"narrow": (96, 64, 32)}, False),  # more than MAX_PHASES phases
         ({"stages": 1}, False),
         ({"tile_n": 256, "stages": 4}, False),  # 4 x 27 KB stages + ring + C staging > 227 KB
         ({"token_buffers": 2}, False),  # the ring's order argument needs 3

@@ -67,7 +67,7 @@ def wgmma_loops(sass: str):
 
 def main() -> int:
     kw = dict(item.split("=") for item in sys.argv[1:])
-    cfg = ", ".join(f"{k}={int(v)}" for k, v in kw.items())
+    cfg = ", ".join(f"{k}={v}" for k, v in kw.items())
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=tmp)
         code = f"import submission as S\nS.compile_sm90(S.make_sm90_config({cfg}), 8)\n"

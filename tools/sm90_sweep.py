@@ -2,7 +2,7 @@
 (15 inputs per shape, L2 flushed, one event pair around the 15 calls) and checks each
 result against the exact reference once. For config experiments on the H200:
 
-    python tools/sm90_sweep.py "tile_n=256,stages=4" "small_m=0" ...
+    python tools/sm90_sweep.py "tile_n=256,stages=4" "narrow=96/64" "narrow=" ...
     python tools/sm90_sweep.py --module old/submission.py ""     # another submission.py
     python tools/sm90_sweep.py --kernel-time ""                   # + per-call GPU time
 
@@ -37,7 +37,9 @@ def parse(S, spec: str):
     kw = {}
     for item in filter(None, spec.split(",")):
         key, value = item.split("=")
-        kw[key.strip()] = int(value)
+        key = key.strip()
+        # tuple fields as slash-separated ints: narrow=96/64 (narrow= for none)
+        kw[key] = tuple(int(v) for v in value.split("/") if v) if key == "narrow" else int(value)
     make = getattr(S, "make_sm90_config", None)  # absent in older submissions (--module)
     return make(**kw) if make and "stages" not in kw else S.Sm90Config(**kw)
 
