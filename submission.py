@@ -3473,12 +3473,21 @@ class Sm90Fp4GroupedGemm:
 # Cost of a tile on the H200, measured (notes/measurements.md, 2026-12-01, second session):
 # microseconds per 128-K K-tile by (tile_n, token rows), and a fixed cost per tile that takes
 # in its prologue, epilogue and pipeline fill. Only ratios matter: they pick the tile_n.
+# The narrower widths scale the full tile's figure by what one tile per CTA measured
+# (tools/sm90_ktile_cost.py, 2026-12-01, fifth session: 1.572 / 1.396 / 1.111 / 0.928 us at
+# tile_n 256 and 1.028 / 0.861 / 0.763 / 0.539 at 128 for 128 / 96 / 64 / 32 tokens): the
+# weight decode, the same at every width, keeps narrow tiles dear.
 SM90_KTILE_US = {
-    (256, 128): 1.72, (256, 96): 1.39, (256, 64): 1.06, (256, 32): 0.73,
-    (128, 128): 1.01, (128, 96): 0.82, (128, 64): 0.62, (128, 32): 0.43,
+    (256, 128): 1.72, (256, 96): 1.53, (256, 64): 1.22, (256, 32): 1.02,
+    (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
 }
 SM90_TILE_US = {256: 5.0, 128: 1.8}
 SM90_TILE_N_CHOICES = (128, 256)
+# Narrow phases the chooser offers, simplest first: (96, 64) ran shape 0 at 116.9 against
+# 124.9 us kernel with (64,) (tile_n 256 stream-K), but its third K-loop copy costs the
+# tile_n 128 loop 7 uniform-register moves (373 -> 380 SASS instructions), so problems
+# with no 65-96-row tile keep (64,) (a model tie).
+SM90_NARROW_CHOICES = ((64,), (96, 64))
 
 
 # A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the
@@ -3534,8 +3543,9 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
     """tile_n 256 halves the token decode per MAC but makes tiles twice as long; stream-K
     evens out the CTAs at the price of partial sums. Picked by the modeled makespan (ties
     go to the earlier, simpler config: whole tiles before stream-K, 128 before 256)."""
-    configs = [make_sm90_config(n) for n in SM90_TILE_N_CHOICES]
-    configs += [make_sm90_config(n, stream_k=True) for n in SM90_STREAM_K_TILE_N]
+    configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
+    configs += [make_sm90_config(n, narrow=w, stream_k=True)
+                for n in SM90_STREAM_K_TILE_N for w in SM90_NARROW_CHOICES]
     return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
 
 
