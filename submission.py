@@ -2266,14 +2266,12 @@ SM90_WEIGHT_ROWS_PER_BLOCK = 64  # one wgmma M atom
 # the 128-byte swizzle, the TMA store's box (C row-major: tokens are C's rows)
 SM90_C_BOX_ROWS = 128
 SM90_C_STAGE_BYTES = SM90_C_BOX_ROWS * SM90_WEIGHT_ROWS_PER_BLOCK * 2
-SM90_CONSUMER_WGS = 2
-SM90_CONSUMER_THREADS = 128 * SM90_CONSUMER_WGS
-SM90_THREADS = SM90_CONSUMER_THREADS + 128  # + the producer warpgroup (one TMA warp)
-# setmaxnreg split of the CTA's pool (384 threads x 168 launch registers = 64512): the
-# consumers hold the accumulators and every decode, the producer warpgroup only TMA
-# issue. 256 x 232 + 128 x 40 = 64512 exactly.
-SM90_CONSUMER_REGISTERS = 232
-SM90_PRODUCER_REGISTERS = 40
+# The token decode is spread over the first two consumer warpgroups (sm90_token_split),
+# whatever their number: a third one (tile_n 192) only decodes its weights.
+SM90_DECODER_THREADS = 256
+# Registers the producer warpgroup keeps after setmaxnreg.dec (TMA issue only), by the
+# number of consumer warpgroups; the consumers get the rest of the pool (sm90_register_split)
+SM90_PRODUCER_REGISTERS = {2: 40, 3: 32}
 
 
 # --------------------------------------------------------------------------------------------
@@ -2282,7 +2280,7 @@ SM90_PRODUCER_REGISTERS = 40
 @dataclass(frozen=True)
 class Sm90Config:
     tile_m: int = 128  # token rows per tile (wgmma N)
-    tile_n: int = 128  # weight rows per tile (wgmma M): 2 consumer WGs x blocks x 64
+    tile_n: int = 128  # weight rows per tile (wgmma M): consumer WGs x blocks x 64
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
     # token widths of the later phases: a tile whose used token rows fit one runs, after
@@ -2293,9 +2291,30 @@ class Sm90Config:
     stream_k: bool = False  # split tiles along K to balance the CTAs (stream_k_units)
 
     @property
+    def consumer_wgs(self) -> int:
+        """Consumer warpgroups: 2 (one or two m64 blocks each), or 3 at tile_n 192 (one
+        each), which puts a third warp on every SM sub-partition to hide the decode's
+        latency."""
+        return 3 if self.tile_n == 192 else 2
+
+    @property
     def blocks(self) -> int:
         """m64 wgmma blocks per consumer warpgroup (each WG owns blocks x 64 weight rows)."""
-        return self.tile_n // (SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK)
+        return self.tile_n // (self.consumer_wgs * SM90_WEIGHT_ROWS_PER_BLOCK)
+
+    @property
+    def consumer_threads(self) -> int:
+        return 128 * self.consumer_wgs
+
+    @property
+    def threads(self) -> int:
+        return self.consumer_threads + 128  # + the producer warpgroup (one TMA warp)
+
+    @property
+    def sf_blocks(self) -> int:
+        """128-row scale atoms a weight tile spans: a 192-row tile starts at an atom or in
+        the middle of one and always ends within the next."""
+        return ceil_div(self.tile_n, 128)
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -2306,7 +2325,7 @@ class Sm90Config:
 def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
     """One packed stage: token and weight rows of 64 bytes, plus their scale slabs (1 KB per
     128 rows: two 512-byte atoms of 4 K-blocks each)."""
-    return (cfg.tile_m + cfg.tile_n) * (SM90_PACKED_K_TILE // 2) + (cfg.tile_m + cfg.tile_n) // 128 * 2 * SF_ATOM_BYTES
+    return (cfg.tile_m + cfg.tile_n) * (SM90_PACKED_K_TILE // 2) + (cfg.tile_m // 128 + cfg.sf_blocks) * 2 * SF_ATOM_BYTES
 
 
 def sm90_decoded_bytes(cfg: Sm90Config) -> int:
@@ -2318,7 +2337,7 @@ def sm90_decoded_bytes(cfg: Sm90Config) -> int:
 def sm90_fixed_smem_bytes(cfg: Sm90Config) -> int:
     """Everything but the packed stages: the token ring, the epilogue's C staging (one box
     per consumer WG), mbarriers and alignment slack (1 KB for the swizzled buffers)."""
-    return sm90_decoded_bytes(cfg) + SM90_CONSUMER_WGS * SM90_C_STAGE_BYTES + 3072
+    return sm90_decoded_bytes(cfg) + cfg.consumer_wgs * SM90_C_STAGE_BYTES + 3072
 
 
 def sm90_smem_bytes(cfg: Sm90Config) -> int:
@@ -2340,7 +2359,7 @@ def sm90_token_split(rows: int) -> tuple[int, int]:
     """(threads per token row, packed 16-byte chunks each decodes) when the consumer threads
     decode a tile's `rows` token rows: 2 x 2 chunks at 128 rows (all 256 threads) and at 96
     (192), 4 x 1 at 64 (256) and at 32 (128)."""
-    split = min(4, SM90_CONSUMER_THREADS // rows)
+    split = min(4, SM90_DECODER_THREADS // rows)
     return split, 4 // split
 
 
@@ -2361,10 +2380,17 @@ def sm90_token_lane(tidx: int, rows: int) -> tuple[int, int]:
 
 def sm90_weight_lane(tidx: int) -> tuple[int, int]:
     """(row r0, chunk q) of consumer thread tidx: wgmma's m64 A fragment gives the thread rows
-    r0 and r0 + 8 of each block (block b of WG w holds tile rows 128 b + 64 w ..), and the K
-    permutation (sm90_logical_k) its 16-byte chunk q = lane % 4 of each row."""
+    r0 and r0 + 8 of each block (block b of WG w holds tile rows 64 (wgs b + w) ..), and the
+    K permutation (sm90_logical_k) its 16-byte chunk q = lane % 4 of each row."""
     lane = tidx % 32
     return (tidx // 128) * 64 + ((tidx % 128) // 32) * 16 + lane // 4, lane % 4
+
+
+def sm90_scale_word_offset(row, q):
+    """Byte offset, in a stage's weight scale slab, of the word holding the two K-block
+    scales of packed chunk q of slab row `row`: 1 KB per 128-row atom (2 K-atoms of 512 B),
+    CUTLASS's 32 x 4 x 4 order inside. Works on host ints and on kernel Int32s alike."""
+    return ((row // 128) * 2 + q // 2) * SF_ATOM_BYTES + (row % 32) * 16 + ((row % 128) // 32) * 4
 
 
 def sm90_consumer_registers(cfg: Sm90Config) -> int:
@@ -2375,14 +2401,15 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
     return cfg.blocks * 64 * cfg.tile_m // 128 + 96
 
 
+SM90_TILE_NS = (128, 192, 256)  # 2 WGs x 1 block, 3 WGs x 1, 2 WGs x 2 (Sm90Config.consumer_wgs)
 SM90_NARROW_WIDTHS = (96, 64, 32)  # whole 16-byte chunks per decoding thread (sm90_token_split)
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    # tile_m 128: every consumer thread decodes part of a token row (sm90_token_split);
+    # tile_m 128: every decoder thread decodes part of a token row (sm90_token_split);
     # narrow phases: descending widths below the tile's, at most MAX_PHASES in all
     return (
-        cfg.tile_n in (128, 256) and cfg.tile_m == 128 and len(cfg.widths) <= MAX_PHASES
+        cfg.tile_n in SM90_TILE_NS and cfg.tile_m == 128 and len(cfg.widths) <= MAX_PHASES
         and all(w in SM90_NARROW_WIDTHS for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
     )
@@ -2394,8 +2421,17 @@ def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
     return 2 <= cfg.stages <= sm90_max_stages(cfg) and cfg.token_buffers == 3
 
 
+def sm90_register_split(cfg: Sm90Config) -> tuple[int, int]:
+    """(consumer, producer) registers per thread after setmaxnreg. The CTA's pool is threads
+    x launch registers, not the SM's 64K (a request beyond it spins forever): 384 x 168 =
+    256 x 232 + 128 x 40 with two consumer WGs, 512 x 128 = 384 x 160 + 128 x 32 with three."""
+    producer = SM90_PRODUCER_REGISTERS[cfg.consumer_wgs]
+    pool = cfg.threads * sm90_launch_registers(cfg.threads)
+    return min(255, (pool - 128 * producer) // cfg.consumer_threads) // 8 * 8, producer
+
+
 def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
-    return sm90_consumer_registers(cfg) <= SM90_CONSUMER_REGISTERS
+    return sm90_consumer_registers(cfg) <= sm90_register_split(cfg)[0]
 
 
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
@@ -2802,12 +2838,13 @@ class Sm90Fp4GroupedGemm:
         self.blocks = config.blocks
         self.stages = config.stages
         self.token_buffers = config.token_buffers
-        self.producer_warp = SM90_CONSUMER_THREADS // 32
+        self.wgs = config.consumer_wgs
+        self.producer_warp = config.consumer_threads // 32
         self.row_bytes = SM90_PACKED_K_TILE // 2
         self.a_stage_bytes = self.tile_m * self.row_bytes
         self.b_stage_bytes = self.tile_n * self.row_bytes
         self.sfa_stage_bytes = self.tile_m // 128 * 2 * SF_ATOM_BYTES
-        self.sfb_stage_bytes = self.tile_n // 128 * 2 * SF_ATOM_BYTES
+        self.sfb_stage_bytes = config.sf_blocks * 2 * SF_ATOM_BYTES
         self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + self.sfa_stage_bytes + self.sfb_stage_bytes
         self.tbuf_bytes = self.tile_m * SM90_PACKED_K_TILE * 2  # one decoded token K-tile
 
@@ -2927,7 +2964,7 @@ class Sm90Fp4GroupedGemm:
             cute.nvgpu.warpgroup.OperandMajorMode.K,
             cute.nvgpu.warpgroup.OperandMajorMode.K,
             cutlass.Float32,
-            (SM90_CONSUMER_WGS, 1, 1),
+            (self.wgs, 1, 1),
             tiler_mn=(SM90_WEIGHT_ROWS_PER_BLOCK, tokens),
             a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
         )
@@ -2956,7 +2993,7 @@ class Sm90Fp4GroupedGemm:
                 cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
             sC: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, SM90_CONSUMER_WGS * SM90_C_STAGE_BYTES], 1024
+                cute.struct.MemRange[cutlass.Uint8, self.wgs * SM90_C_STAGE_BYTES], 1024
             ]
             sPkA: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 1024
@@ -2977,7 +3014,7 @@ class Sm90Fp4GroupedGemm:
             partials_ptr, flags_ptr,
         ).launch(
             grid=[num_ctas, 1, 1],
-            block=[SM90_THREADS, 1, 1],
+            block=[self.cfg.threads, 1, 1],
             min_blocks_per_mp=1,
             stream=stream,
             use_pdl=self.cfg.pdl,
@@ -3007,7 +3044,7 @@ class Sm90Fp4GroupedGemm:
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -3017,8 +3054,8 @@ class Sm90Fp4GroupedGemm:
         tok_pipeline = pipeline.PipelineAsync.create(
             barrier_storage=storage.tbar.data_ptr(),
             num_stages=self.token_buffers,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, SM90_CONSUMER_THREADS),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
         )
         if cutlass.const_expr(self.cfg.pdl):
             # Programmatic dependent launch: this grid may start while the previous kernel
@@ -3040,12 +3077,13 @@ class Sm90Fp4GroupedGemm:
         split = (partials_ptr, flags_ptr)
 
         # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
+        consumer_regs, producer_regs = sm90_register_split(self.cfg)
         if warp_idx >= self.producer_warp:
-            cute.arch.warpgroup_reg_dealloc(SM90_PRODUCER_REGISTERS)
+            cute.arch.warpgroup_reg_dealloc(producer_regs)
             if warp_idx == self.producer_warp:
                 self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
         else:
-            cute.arch.warpgroup_reg_alloc(SM90_CONSUMER_REGISTERS)
+            cute.arch.warpgroup_reg_alloc(consumer_regs)
             self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
@@ -3090,7 +3128,7 @@ class Sm90Fp4GroupedGemm:
             last_mb = (n + 127) // 128 - 1
             sfb_src = [
                 mPtrs[3, g] + Int64(cutlass.min(row_b // 128 + b, last_mb) * rest_k) * SF_ATOM_BYTES
-                for b in range(self.tile_n // 128)
+                for b in range(self.cfg.sf_blocks)
             ]
             for kt in cutlass.range(mUnits[3, u], mUnits[4, u], unroll=1):
                 ab_pipeline.producer_acquire(state)
@@ -3102,7 +3140,7 @@ class Sm90Fp4GroupedGemm:
                 koff = Int64(kt) * (2 * SF_ATOM_BYTES)
                 bulk_load(sSFA0 + s * self.sfa_stage_bytes, sfa_src + koff, self.sfa_stage_bytes,
                           mbar, is_leader)
-                for b in cutlass.range_constexpr(self.tile_n // 128):
+                for b in cutlass.range_constexpr(self.cfg.sf_blocks):
                     bulk_load(sSFB0 + s * self.sfb_stage_bytes + b * 2 * SF_ATOM_BYTES,
                               sfb_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, is_leader)
                 ab_pipeline.producer_commit(state)
@@ -3151,11 +3189,11 @@ class Sm90Fp4GroupedGemm:
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
         # (MMA, MMA_M = 1, MMA_K = 2) fp16 weight fragments of one wgmma group (one m64
         # block, 2 k16-steps), double-buffered, written as u32 pairs (sm90_fragment_index)
-        a_shape = thr_mma.partition_shape_A((SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK, SM90_PACKED_K_TILE // 4))
+        a_shape = thr_mma.partition_shape_A((self.wgs * SM90_WEIGHT_ROWS_PER_BLOCK, SM90_PACKED_K_TILE // 4))
         tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
-        # one accumulator per m64 block: block b covers tile rows 128 b .. 128 b + 127
-        cC = cute.make_identity_tensor((SM90_CONSUMER_WGS * SM90_WEIGHT_ROWS_PER_BLOCK, tokens))
+        # one accumulator per m64 block: block b covers tile rows 64 wgs b .. 64 wgs (b + 1) - 1
+        cC = cute.make_identity_tensor((self.wgs * SM90_WEIGHT_ROWS_PER_BLOCK, tokens))
         tCcC = thr_mma.partition_C(cC)  # (MMA, 1, 1) -> (weight row in the block, token)
         acc = [cute.make_rmem_tensor(tCcC.shape, cutlass.Float32) for _ in range(self.blocks)]
         return tCrT, tCrW, tCrW32, tCcC, acc
@@ -3175,7 +3213,7 @@ class Sm90Fp4GroupedGemm:
         k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
         tok = self.token_share(tidx, rows, m - row_a)
-        wgt = self.weight_share(tidx)
+        wgt = self.weight_share(tidx, tn)
         ahead, tok_w, tok_r = states
         for a in acc:
             a.fill(0.0)
@@ -3225,7 +3263,7 @@ class Sm90Fp4GroupedGemm:
             base = self.wait_partial(split, slot, tidx)
         for b in cutlass.range_constexpr(self.blocks):
             self.epilogue(acc[b], storage, tidx, desc_c, mPtrs[4, g], m, mSizes[1, g], row_a,
-                          col + 128 * b, rows, None if base is None else base + b * self.partial_block_bytes)
+                          col + self.block_rows * b, rows, None if base is None else base + b * self.partial_block_bytes)
 
     # ---------------- split-K: partial sums between CTAs ----------------
     @property
@@ -3238,12 +3276,12 @@ class Sm90Fp4GroupedGemm:
     def partial_addr(self, split, slot, tidx):
         """This thread's first 16 bytes in workspace slot `slot`: per WG and m64 block, group
         i of 4 accumulators at 2048 i, the WG's 128 threads side by side (coalesced)."""
-        wg_slot = Int64(slot * SM90_CONSUMER_WGS + tidx // 128)
+        wg_slot = Int64(slot * self.wgs + tidx // 128)
         return split[0].toint() + wg_slot * (self.blocks * self.partial_block_bytes) + (tidx % 128) * 16
 
     @cute.jit
     def flag_addr(self, split, slot, tidx):
-        return split[1].toint() + Int64(slot * SM90_CONSUMER_WGS + tidx // 128) * 4
+        return split[1].toint() + Int64(slot * self.wgs + tidx // 128) * 4
 
     @cute.jit
     def wait_partial(self, split, slot, tidx):
@@ -3275,18 +3313,27 @@ class Sm90Fp4GroupedGemm:
         if tidx % 128 == 0:
             flag_release(self.flag_addr(split, slot, tidx))
 
+    @property
+    def block_rows(self) -> int:
+        """Tile rows between a WG's m64 blocks (block b of WG w: rows block_rows b + 64 w ..)."""
+        return self.wgs * SM90_WEIGHT_ROWS_PER_BLOCK
+
     @cute.jit
-    def weight_share(self, tidx):
-        """This thread's weight rows: wgmma A fragment rows r0 and r0 + 8 of each m64 block
-        (block b of WG w holds tile rows 128 b + 64 w ..), and its 16-byte chunk q (K 32q ..
-        32q + 31) of each. Returns the offsets of row r0's chunk in a packed stage and of
-        its scale word in the stage's scale slab (rows 128 b + r0 + 8 h add 64 (128 b + 8 h)
-        and 1024 b + 128 h: same swizzle, r0 % 32 + 8 < 32), and the prmt selector of the
-        chunk's two K-block scales."""
+    def weight_share(self, tidx, tn):
+        """This thread's weight rows in weight tile tn: wgmma A fragment rows r0 and r0 + 8 of
+        each m64 block, and its 16-byte chunk q (K 32q .. 32q + 31) of each. Returns the
+        offsets of row r0's chunk in a packed stage and of its scale word in the stage's
+        scale slab, and the prmt selector of the chunk's two K-block scales. Row r0 + 8 h
+        of block b adds 64 (block_rows b + 8 h) bytes in the stage (same swizzle) and
+        1024 b + 128 h in the slab (block_rows is 128 where blocks > 1; r0 % 32 + 8 < 32).
+        The slab holds sf_blocks whole 128-row atoms from the one holding the tile's first
+        row, which at tile_n 192 lies 64 rows into its atom for odd tn."""
         r0, q = sm90_weight_lane(tidx)
         w_off = sw64(r0, q)
-        sf_off = (q // 2) * SF_ATOM_BYTES + (r0 % 32) * 16 + (r0 // 32) * 4
-        return w_off, sf_off, self.chunk_scale_selector(q)
+        row = r0
+        if cutlass.const_expr(self.tile_n % 128 != 0):
+            row = r0 + (tn * self.tile_n) % 128
+        return w_off, sm90_scale_word_offset(row, q), self.chunk_scale_selector(q)
 
     @cute.jit
     def chunk_scale_selector(self, q):
@@ -3305,9 +3352,13 @@ class Sm90Fp4GroupedGemm:
         (its buffer rows keep stale values, which reach only accumulator columns that the
         epilogue never stores)."""
         split, cpt = sm90_token_split(rows)
-        trow, group = sm90_token_lane(tidx, rows)
+        # a third consumer WG (tile_n 192) reads the chunks of the first one, never stores
+        dtid = tidx % SM90_DECODER_THREADS
+        trow, group = sm90_token_lane(dtid, rows)
         # the warp's first row: the warp covers 32 // split consecutive rows from there
-        live = (tidx // 32) * (32 // split) < rows_left
+        live = (dtid // 32) * (32 // split) < rows_left
+        if cutlass.const_expr(self.wgs > 2):
+            live = live & (tidx < SM90_DECODER_THREADS)
         return trow, group, cpt, live
 
     @cute.jit
@@ -3359,7 +3410,7 @@ class Sm90Fp4GroupedGemm:
         w_off, sf_off, sel = wgt
         pkB = storage.sPkB.data_ptr().toint() + state.index * self.b_stage_bytes
         sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
-        wm = [[ld_shared_v4(pkB + w_off + 64 * (128 * b + 8 * h)) for h in range(2)]
+        wm = [[ld_shared_v4(pkB + w_off + 64 * (self.block_rows * b + 8 * h)) for h in range(2)]
               for b in range(self.blocks)]
         sc = [[scale_pair_x64(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
                for h in range(2)] for b in range(self.blocks)]
@@ -3480,8 +3531,9 @@ class Sm90Fp4GroupedGemm:
 SM90_KTILE_US = {
     (256, 128): 1.72, (256, 96): 1.53, (256, 64): 1.22, (256, 32): 1.02,
     (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
+    (192, 128): 1.10, (192, 96): 0.95, (192, 64): 0.80, (192, 32): 0.65,
 }
-SM90_TILE_US = {256: 5.0, 128: 1.8}
+SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 SM90_TILE_N_CHOICES = (128, 256)
 # Narrow phases the chooser offers, simplest first: (96, 64) ran shape 0 at 116.9 against
 # 124.9 us kernel with (64,) (tile_n 256 stream-K), but its third K-loop copy costs the
@@ -3494,7 +3546,7 @@ SM90_NARROW_CHOICES = ((64,), (96, 64))
 # FIXUP's wait where both pieces run at once. Fit to the H200 (notes/measurements.md,
 # 2026-12-01, fourth session): with 2.5 the model picks the measured-best config on all
 # four benchmark shapes.
-SM90_FIXUP_US = {256: 2.5, 128: 1.2}
+SM90_FIXUP_US = {256: 2.5, 192: 1.8, 128: 1.2}
 # Widths the chooser offers stream-K at. At tile_n 128 it measured slower on all four
 # shapes (kernel 161.5 / 92.6 / 35.8 / 17.4 against 144.8 / 86.2 / 33.3 / 16.9 us whole):
 # its K-loop grows from 373 to 384 SASS instructions, and its 2x more pieces each pay a
@@ -3530,7 +3582,7 @@ def sm90_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int)
     return HostSchedule(
         {"ranges": ranges, "units": units}, len(units), len(ranges),
         workspace_floats=ws.num_slots * sm90_partial_floats(cfg),
-        num_flags=ws.num_slots * SM90_CONSUMER_WGS,  # one arrival flag per slot and WG
+        num_flags=ws.num_slots * cfg.consumer_wgs,  # one arrival flag per slot and WG
     )
 
 

@@ -142,30 +142,31 @@ def test_many_tiles_per_cta_both_phases(num_sms):
 
 
 @pytest.mark.parametrize("num_sms", [1, 3])
-def test_both_tile_widths(num_sms):
-    """Hopper at both tile_n (128: one m64 wgmma block per consumer warpgroup; 256: two),
+def test_every_tile_width(num_sms):
+    """Hopper at every tile_n (128: one m64 wgmma block per consumer warpgroup; 192: three WGs of one; 256: two of two),
     on a tiny grid so that every CTA walks many tiles of both phases."""
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
-    for tile_n in submission.SM90_TILE_N_CHOICES:
+    for tile_n in submission.SM90_TILE_NS:
         cfg = submission.make_sm90_config(tile_n)
         _run_small_grid(num_sms, submission.sm90_backend(), tile_n=tile_n, stages=cfg.stages)
 
 
 @pytest.mark.parametrize("num_sms", [3, 7, 132])
-def test_stream_k_both_tile_widths(num_sms):
-    """Hopper with split-K pieces (stream_k_units) at both tile_n: on 3 and 7 CTAs most
+def test_stream_k_every_tile_width(num_sms):
+    """Hopper with split-K pieces (stream_k_units) at every tile_n: on 3 and 7 CTAs most
     CTAs hold a PARTIAL and a FIXUP of different tiles, on 132 most tiles are split."""
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
-    for tile_n in submission.SM90_TILE_N_CHOICES:
+    for tile_n in submission.SM90_TILE_NS:
         cfg = submission.make_sm90_config(tile_n)
         _run_small_grid(num_sms, submission.sm90_backend(), tile_n=tile_n, stages=cfg.stages, stream_k=True)
 
 
 @pytest.mark.parametrize(
     "tile_n, narrow, stream_k",
-    [(128, (96, 64), False), (256, (96, 64), True), (128, (96, 32), True), (256, (64, 32), False)],
+    [(128, (96, 64), False), (256, (96, 64), True), (128, (96, 32), True), (256, (64, 32), False),
+     (192, (96, 64), True), (192, (64,), False)],
 )
 @pytest.mark.parametrize("num_sms", [3, 132])
 def test_token_width_phases(num_sms, tile_n, narrow, stream_k):
@@ -201,7 +202,7 @@ def test_stream_k_benchmark_shape_resets_its_flags():
     data = reference.generate_input(m=(192, 320), n=(3072, 3072), k=(4096, 4096), g=2, seed=11)
     expected = reference.ref_kernel(_clone(data))
     problem = submission.validate_inputs(data)
-    for tile_n in submission.SM90_TILE_N_CHOICES:
+    for tile_n in submission.SM90_TILE_NS:
         runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=132)
         config = submission.make_sm90_config(tile_n, stream_k=True)
         first = [o.clone() for o in runner.run(data, problem, config)]

@@ -30,14 +30,15 @@ def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "cfg",
-    [{}, {"narrow": ()}, {"tile_n": 256}, {"tile_n": 256, "stream_k": True}],
-    ids=["default", "one_phase", "tile_n256", "tile_n256_stream_k"],
+    [{}, {"narrow": ()}, {"tile_n": 256}, {"tile_n": 256, "stream_k": True}, {"tile_n": 192, "stream_k": True}],
+    ids=["default", "one_phase", "tile_n256", "tile_n256_stream_k", "tile_n192_stream_k"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     ptx = _compile_and_dump(tmp_path, cfg)
     # consumers grow and the producer warpgroup shrinks to the host's split
-    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{S.SM90_CONSUMER_REGISTERS};", ptx)
-    assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{S.SM90_PRODUCER_REGISTERS};", ptx)
+    consumer, producer = S.sm90_register_split(S.make_sm90_config(**cfg))
+    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{consumer};", ptx)
+    assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{producer};", ptx)
     assert "wgmma.mma_async" in ptx
     assert "cp.async.bulk.tensor.2d" in ptx  # TMA loads of the packed FP4 bytes
     assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode

@@ -93,25 +93,29 @@ def test_launch_registers():
     # ptxas budgets whole warpgroups: 13 warps -> 4 WGs (128), 17 warps -> 5 WGs (96)
     assert S.sm90_launch_registers(416) == 128
     assert S.sm90_launch_registers(544) == 96
-    assert S.sm90_launch_registers(S.SM90_THREADS) == 168
+    assert S.sm90_launch_registers(S.Sm90Config(tile_n=128).threads) == 168
+    assert S.sm90_launch_registers(S.Sm90Config(tile_n=192).threads) == 128
     assert S.sm90_launch_registers(128) == 255 // 8 * 8
 
 
-def test_register_split_fits_the_ctas_pool():
+@pytest.mark.parametrize("tile_n, split", [(128, (232, 40)), (192, (160, 32)), (256, (232, 40))])
+def test_register_split_fits_the_ctas_pool(tile_n, split):
     """setmaxnreg.inc spins until the CTA's pool (warps x launch registers) can grant it (a
     larger request hung the H200 once): the consumers' and the producer warpgroup's counts
-    must fit the pool of the 384-thread launch, in setmaxnreg's steps of 8."""
-    launch = S.sm90_launch_registers(S.SM90_THREADS)
-    pool = S.SM90_THREADS * launch
-    used = S.SM90_CONSUMER_THREADS * S.SM90_CONSUMER_REGISTERS + 128 * S.SM90_PRODUCER_REGISTERS
-    assert used <= pool
-    assert S.SM90_CONSUMER_REGISTERS % 8 == 0 and S.SM90_PRODUCER_REGISTERS % 8 == 0
-    assert S.SM90_CONSUMER_REGISTERS <= 255 and S.SM90_PRODUCER_REGISTERS >= 24
+    must fit the pool of the launch (384 threads, or 512 with three consumer WGs), in
+    setmaxnreg's steps of 8."""
+    cfg = S.make_sm90_config(tile_n)
+    consumer, producer = S.sm90_register_split(cfg)
+    assert (consumer, producer) == split
+    pool = cfg.threads * S.sm90_launch_registers(cfg.threads)
+    assert cfg.consumer_threads * consumer + 128 * producer <= pool
+    assert consumer % 8 == 0 and producer % 8 == 0 and consumer <= 255 and producer >= 24
+    assert S.sm90_consumer_registers(cfg) <= consumer
 
 
 def test_consumer_registers_decide_legality(monkeypatch):
-    assert S.sm90_consumer_registers(S.Sm90Config()) <= S.SM90_CONSUMER_REGISTERS
-    monkeypatch.setattr(S, "sm90_consumer_registers", lambda cfg: S.SM90_CONSUMER_REGISTERS + 8)
+    assert S.sm90_config_is_legal(S.Sm90Config())
+    monkeypatch.setattr(S, "sm90_consumer_registers", lambda cfg: S.sm90_register_split(cfg)[0] + 8)
     assert not S.sm90_config_is_legal(S.Sm90Config())
 
 
@@ -164,14 +168,16 @@ def test_token_lanes_cover_every_row_and_chunk_once_without_bank_conflicts():
     exactly once; each 8-lane phase of the 16-byte loads reads one chunk of 8 consecutive
     rows (8 distinct 16-byte bank groups under SW64); each half-warp of the 8-byte stores
     (the whole warp for the 4-byte ones at 64 rows) hits 32 distinct banks under SW128."""
-    for rows in (128, 64):
+    for rows in (128, 96, 64, 32):
         split, cpt = S.sm90_token_split(rows)
         seen = []
-        lanes = [S.sm90_token_lane(t, rows) for t in range(S.SM90_CONSUMER_THREADS)]
-        for row, group in lanes:
-            seen += [(row, cpt * group + c) for c in range(cpt)]
+        lanes = [S.sm90_token_lane(t, rows) for t in range(S.SM90_DECODER_THREADS)]
+        for t, (row, group) in enumerate(lanes):
+            # the kernel's `live`: a warp decodes only if its first row is a tile row
+            if (t // 32) * (32 // split) < rows:
+                seen += [(row, cpt * group + c) for c in range(cpt)]
         assert sorted(seen) == [(r, q) for r in range(rows) for q in range(4)]
-        for warp in range(S.SM90_CONSUMER_THREADS // 32):
+        for warp in range(S.SM90_DECODER_THREADS // 32):
             w = lanes[32 * warp: 32 * warp + 32]
             for c in range(cpt):
                 for ph in range(4):  # 16-byte loads: 8 lanes per phase
@@ -213,21 +219,28 @@ def test_token_store_slots_match_sm90_token_slot():
                 assert ((trow % 8) ^ (4 * (w % 2)) ^ tt) == ((trow % 8) ^ chunk)
 
 
-def test_weight_rows_share_one_swizzle_and_scale_base():
-    """weight_share's single offsets: rows 128 b + r0 + 8 h of a thread have r0's swizzle
-    and r0's scale-word position plus 1024 b + 128 h, for every consumer thread."""
-    rows = set()
-    for tidx in range(S.SM90_CONSUMER_THREADS):
-        r0, q = S.sm90_weight_lane(tidx)
-        rows |= {(128 * b + r0 + 8 * h, q) for b in range(2) for h in range(2)}
-        for b in range(2):
-            for h in range(2):
-                r = 128 * b + r0 + 8 * h
-                assert S.sw64(r, q) == S.sw64(r0, q) + 64 * (128 * b + 8 * h)
-                sf = (r // 128) * 1024 + (q // 2) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4
-                sf0 = (q // 2) * 512 + (r0 % 32) * 16 + (r0 // 32) * 4
-                assert sf == sf0 + 1024 * b + 128 * h
-    assert rows == {(r, q) for r in range(256) for q in range(4)}  # every row and chunk once
+@pytest.mark.parametrize("tile_n", S.SM90_TILE_NS)
+def test_weight_rows_share_one_swizzle_and_scale_base(tile_n):
+    """weight_share's single offsets: rows block_rows b + r0 + 8 h of a thread have r0's
+    swizzle and r0's scale-word position plus 1024 b + 128 h, for every consumer thread and
+    both tile parities (a 192-row tile starts 64 rows into its first scale atom when odd);
+    every row and chunk of the tile is some thread's, and within the slab's atoms."""
+    cfg = S.make_sm90_config(tile_n)
+    block_rows = 64 * cfg.consumer_wgs
+    for tn in (0, 1, 5):
+        off = (tn * tile_n) % 128
+        rows = set()
+        for tidx in range(cfg.consumer_threads):
+            r0, q = S.sm90_weight_lane(tidx)
+            sf0 = S.sm90_scale_word_offset(r0 + off, q)
+            for b in range(cfg.blocks):
+                for h in range(2):
+                    r = block_rows * b + r0 + 8 * h
+                    rows.add((r, q))
+                    assert S.sw64(r, q) == S.sw64(r0, q) + 64 * (block_rows * b + 8 * h)
+                    assert S.sm90_scale_word_offset(r + off, q) == sf0 + 1024 * b + 128 * h
+                    assert r + off < 128 * cfg.sf_blocks
+        assert rows == {(r, q) for r in range(tile_n) for q in range(4)}
 
 
 def test_scale_selectors_pick_the_chunk_blocks():

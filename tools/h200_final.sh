@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED=1
 source .device/setup.sh >/dev/null 2>&1
 L=$OUT/final.log
 echo "== $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)" | tee -a $L
-if ! timeout 200 python3 -m pytest -q -m gpu tests/test_gpu.py -k "many_tiles or both_tile_widths or stream_k" -p no:cacheprovider 2>&1 | tail -2 | tee -a $L | grep -q " passed"; then
+if ! timeout 200 python3 -m pytest -q -m gpu tests/test_gpu.py -k "many_tiles or tile_width or stream_k" -p no:cacheprovider 2>&1 | tail -2 | tee -a $L | grep -q " passed"; then
   echo "== canary failed: stopping (a kernel that loses pipeline state hangs or is wrong)" | tee -a $L
   exit 1
 fi
