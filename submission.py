@@ -2266,6 +2266,9 @@ SM90_WEIGHT_ROWS_PER_BLOCK = 64  # one wgmma M atom
 # the 128-byte swizzle, the TMA store's box (C row-major: tokens are C's rows)
 SM90_C_BOX_ROWS = 128
 SM90_C_STAGE_BYTES = SM90_C_BOX_ROWS * SM90_WEIGHT_ROWS_PER_BLOCK * 2
+# A FIXUP's epilogue loads this many token pairs' partial sums (16 floats each) before it
+# adds the first (all 8 pairs of a 128-token block: 64 registers, free once the K-loop ends)
+SM90_FIXUP_BATCH = 8
 # The token decode is spread over the first two consumer warpgroups (sm90_token_split),
 # whatever their number: a third one (tile_n 192) only decodes its weights.
 SM90_DECODER_THREADS = 256
@@ -3487,16 +3490,23 @@ class Sm90Fp4GroupedGemm:
         box = storage.sC.data_ptr().toint() + (tidx // 128) * SM90_C_STAGE_BYTES
         bulk_wait_read(lead)
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
-        for p in cutlass.range_constexpr(tokens // 16):
-            # matrices (j, h): accumulator columns 8 j .., rows 8 h ..; values 4 j + 2 h + e,
-            # i.e. accumulators 8 p .. 8 p + 7 (workspace groups 2 p, 2 p + 1)
-            x = [acc[8 * p + e] for e in range(8)]
+        pairs = tokens // 16
+        for p0 in cutlass.range_constexpr(0, pairs, SM90_FIXUP_BATCH):
+            batch = range(p0, min(pairs, p0 + SM90_FIXUP_BATCH))
             if cutlass.const_expr(partial is not None):
-                w = ld_global_relaxed_v4_f32(partial + 2 * p * 2048) + ld_global_relaxed_v4_f32(
-                    partial + (2 * p + 1) * 2048)
-                x = [x[e] + w[e] for e in range(8)]
-            v = [pack_f16x2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]) for j, h in ((0, 0), (0, 1), (1, 0), (1, 1))]
-            stmatrix_x4_trans(box + sm90_c_stage_offset(wtid, p), *v)
+                # a FIXUP's partial sums: all loads of a batch issue before the first use, so
+                # their L2 round trips overlap (the asm keeps program order, so one load per
+                # use would pay one round trip each)
+                w = {p: ld_global_relaxed_v4_f32(partial + 2 * p * 2048)
+                     + ld_global_relaxed_v4_f32(partial + (2 * p + 1) * 2048) for p in batch}
+            for p in batch:
+                # matrices (j, h): accumulator columns 8 j .., rows 8 h ..; values 4 j + 2 h + e,
+                # i.e. accumulators 8 p .. 8 p + 7 (workspace groups 2 p, 2 p + 1)
+                x = [acc[8 * p + e] for e in range(8)]
+                if cutlass.const_expr(partial is not None):
+                    x = [x[e] + w[p][e] for e in range(8)]
+                v = [pack_f16x2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]) for j, h in ((0, 0), (0, 1), (1, 0), (1, 1))]
+                stmatrix_x4_trans(box + sm90_c_stage_offset(wtid, p), *v)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
@@ -3531,7 +3541,7 @@ class Sm90Fp4GroupedGemm:
 SM90_KTILE_US = {
     (256, 128): 1.72, (256, 96): 1.53, (256, 64): 1.22, (256, 32): 1.02,
     (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
-    (192, 128): 1.10, (192, 96): 0.95, (192, 64): 0.80, (192, 32): 0.65,
+    (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 SM90_TILE_N_CHOICES = (128, 256)
