@@ -3544,6 +3544,10 @@ SM90_KTILE_US = {
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
+# Widths the chooser offers. tile_n 192 (three consumer WGs) measured slower on all four
+# shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 stream-K,
+# against the chosen 111.5 / 74.0 / 33.5 / 16.9): its K-tile costs 0.86 us per 128 weight
+# rows, between 128's 1.03 and 256's 0.78, and the model cannot tell it apart reliably.
 SM90_TILE_N_CHOICES = (128, 256)
 # Narrow phases the chooser offers, simplest first: (96, 64) ran shape 0 at 116.9 against
 # 124.9 us kernel with (64,) (tile_n 256 stream-K), but its third K-loop copy costs the
