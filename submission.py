@@ -2419,7 +2419,7 @@ def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
 
 
 def sm90_is_valid_smem(cfg: Sm90Config) -> bool:
-    # 3 token buffers: a buffer is rewritten only after both WGs' wgmmas of 3 K-tiles ago
+    # 3 token buffers: a buffer is rewritten only after every WG's wgmmas of 3 K-tiles ago
     # are known complete through the full barrier they arrived on (see Sm90Fp4GroupedGemm)
     return 2 <= cfg.stages <= sm90_max_stages(cfg) and cfg.token_buffers == 3
 
@@ -2791,29 +2791,30 @@ class Sm90Fp4GroupedGemm:
     Weights (the large operand) are wgmma's A, decoded straight into its registers (the
     RS form), never to smem. Tokens are wgmma's B: the same consumer threads decode each
     packed K-tile of them into an fp16 smem buffer of a 3-deep ring, one K-tile ahead of
-    the wgmmas that read it. A tile is tile_n weight rows (2 consumer WGs x blocks m64
-    blocks) by tile_m tokens; at tile_n 256 every decoded token feeds 256 weight rows, half
-    the token decode per MAC of a 128-row tile.
+    the wgmmas that read it. A tile is tile_n weight rows (consumer WGs x blocks m64
+    blocks: 2 x 1, 2 x 2, or 3 x 1 at tile_n 192) by tile_m tokens; at tile_n 256 every
+    decoded token feeds 256 weight rows, half the token decode per MAC of a 128-row tile.
 
-    warps 0..7 (2 consumer WGs), per K-tile kt (its weights already in registers):
+    consumer warps (0..7, or 0..11 with 3 WGs), per K-tile kt (its weights in registers):
         4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
         blocks): wait_group(1) -> decode the weights into the free 8-register A fragment
-        -> (first group: wait for both WGs' tokens of kt) -> 2 wgmmas
+        -> (first group: wait for every WG's arrival on kt's tokens) -> 2 wgmmas
         after the first group: wait stage kt+1, LDS own share of its token rows, decode
-        and store words 0, 1 into the ring; after word 1's first group words 2, 3, then
-        fence.proxy.async and arrive on the ring's full barrier of kt+1
+        and store words 0, 1 into the ring (the first two WGs only: a third stores no
+        tokens); after word 1's first group words 2, 3, then fence.proxy.async and arrive
+        on the ring's full barrier of kt+1 (every consumer thread)
         after the last group: LDS own weight rows of stage kt+1, release that stage
       per tile, after its last K-tile: each WG stmatrix-stores its fp16 outputs into its
         own staging box and one thread TMA-stores the box (epilogue), which drains while
         the next tile starts
-    warp 8 (producer; warps 9-11 only give back registers): TMA token and weight bytes,
-    bulk-copy scale slabs, into the stage ring.
+    the producer warpgroup's first warp (the others only give back registers): TMA token
+    and weight bytes, bulk-copy scale slabs, into the stage ring.
 
     No empty barrier guards the token ring: buffer (kt+1) % 3 was last read by the wgmmas
     of kt-2. A WG arrives on kt's full barrier only after group 1's wait_group of kt-1
     (which retires every group before group 0 of kt-1), when all its wgmmas of kt-2 are
-    done; every thread waits on kt's full barrier before it writes kt+1's tokens. So both
-    WGs' reads of that buffer are complete before any write to it. A tile starts by
+    done; every thread waits on kt's full barrier before it writes kt+1's tokens. So every
+    WG's reads of that buffer are complete before any write to it. A tile starts by
     decoding its first K-tile's tokens and loading its weights (the ring's next buffer,
     last read 3 K-tiles before, same argument; the previous tile's epilogue waited for all
     of this WG's wgmmas).
@@ -3346,7 +3347,7 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def token_share(self, tidx, rows: int, rows_left):
-        """This thread's share of a tile's token decode (all 256 consumer threads, `rows`
+        """This thread's share of a tile's token decode (the first 256 consumer threads, `rows`
         static): chunks cpt * group .. + cpt - 1 of token row trow (sm90_token_lane). Word
         w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to K-half w // 2 of the ring
         buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under the SW128 XOR

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 import submission
-from submission import LruCache, build_tile_schedule, ceil_div, split_tiles_by_width, tiles_per_group
+from submission import (
+    LruCache,
+    build_tile_schedule,
+    ceil_div,
+    split_tiles_by_width,
+    tiles_per_group,
+)
 
 
 def _random_sizes(rng, groups):
