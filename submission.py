@@ -3151,12 +3151,6 @@ class Sm90Fp4GroupedGemm:
                 state.advance()
         ab_pipeline.producer_tail(state)
 
-    @cute.jit
-    def scale_word(self, sf_base, r):
-        """The 4 E4M3 scales (K blocks 4a .. 4a+3 of the K-tile) of row r in the stage's
-        scale slab atom a (sf_base = slab + a * 512): CUTLASS's 32x4x4 blocked layout."""
-        return ld_shared_u32(sf_base + (r % 32) * 16 + ((r % 128) // 32) * 4)
-
     # ---------------- consumers ----------------
     @cute.jit
     def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
@@ -3377,7 +3371,7 @@ class Sm90Fp4GroupedGemm:
         for c in cutlass.range_constexpr(cpt):
             q = cpt * group + c
             packed.append(ld_shared_v4(pk + sw64(trow, q)))
-            word = self.scale_word(sf + (q // 2) * SF_ATOM_BYTES, trow)
+            word = ld_shared_u32(sf + sm90_scale_word_offset(trow, q))  # trow < 128: atom 0
             scales.append(scale_pair_x64(word, self.chunk_scale_selector(q)))
         return packed, scales
 
