@@ -2801,8 +2801,9 @@ class Sm90Fp4GroupedGemm:
         -> (first group: wait for every WG's arrival on kt's tokens) -> 2 wgmmas
         after the first group: wait stage kt+1, LDS own share of its token rows, decode
         and store words 0, 1 into the ring (the first two WGs only: a third stores no
-        tokens); after word 1's first group words 2, 3, then fence.proxy.async and arrive
-        on the ring's full barrier of kt+1 (every consumer thread)
+        tokens); after word 1's first group words 2, 3; one group later
+        fence.proxy.async and arrive on the ring's full barrier of kt+1 (every consumer
+        thread)
         after the last group: LDS own weight rows of stage kt+1, release that stage
       per tile, after its last K-tile: each WG stmatrix-stores its fp16 outputs into its
         own staging box and one thread TMA-stores the box (epilogue), which drains while
@@ -2811,13 +2812,13 @@ class Sm90Fp4GroupedGemm:
     and weight bytes, bulk-copy scale slabs, into the stage ring.
 
     No empty barrier guards the token ring: buffer (kt+1) % 3 was last read by the wgmmas
-    of kt-2. A WG arrives on kt's full barrier only after group 1's wait_group of kt-1
-    (which retires every group before group 0 of kt-1), when all its wgmmas of kt-2 are
-    done; every thread waits on kt's full barrier before it writes kt+1's tokens. So every
-    WG's reads of that buffer are complete before any write to it. A tile starts by
-    decoding its first K-tile's tokens and loading its weights (the ring's next buffer,
-    last read 3 K-tiles before, same argument; the previous tile's epilogue waited for all
-    of this WG's wgmmas).
+    of kt-2. A WG arrives on kt's full barrier only after the wait_group of group
+    blocks + 1 of kt-1 (which retires every group before group blocks - 1 of kt-1), when
+    all its wgmmas of kt-2 are done; every thread waits on kt's full barrier before it
+    writes kt+1's tokens. So every WG's reads of that buffer are complete before any write
+    to it. A tile starts by decoding its first K-tile's tokens and loading its weights (the
+    ring's next buffer, last read 3 K-tiles before, same argument; the previous tile's
+    epilogue waited for all of this WG's wgmmas).
 
     Each CTA walks its own list of work units (WorkSchedule.tables: the host's round robin
     of whole tiles, or stream-K pieces), phase by phase (split_tiles_by_width): first the
@@ -3217,8 +3218,8 @@ class Sm90Fp4GroupedGemm:
             a.fill(0.0)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         # the first K-tile's tokens and weights, before any wgmma of the tile
-        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
-        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1, 2, 3))
+        packed, words = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        self.store_token_words(storage, tok_w, tok, packed, self.scale_pairs(tok, words), (0, 1, 2, 3))
         self.publish_tokens(tok_pipeline, tok_w)
         tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
@@ -3362,18 +3363,24 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
         """Waits for stage `ahead`; loads this thread's packed token chunks (16-byte loads)
-        and, per chunk, the f16x2 scales of its two K-blocks (words 0-1, words 2-3)."""
+        and, per chunk, the scale word of its K-atom. All loads issue before scale_pairs
+        converts the first scale word, so their latencies overlap."""
         trow, group, cpt, _ = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
-        packed, scales = [], []
+        packed, words = [], []
         for c in cutlass.range_constexpr(cpt):
             q = cpt * group + c
             packed.append(ld_shared_v4(pk + sw64(trow, q)))
-            word = ld_shared_u32(sf + sm90_scale_word_offset(trow, q))  # trow < 128: atom 0
-            scales.append(scale_pair_x64(word, self.chunk_scale_selector(q)))
-        return packed, scales
+            words.append(ld_shared_u32(sf + sm90_scale_word_offset(trow, q)))  # trow < 128: atom 0
+        return packed, words
+
+    @cute.jit
+    def scale_pairs(self, tok, words):
+        """token_chunks' scale words -> per chunk the f16x2 scales of its two K-blocks."""
+        _, group, cpt, _ = tok
+        return [scale_pair_x64(words[c], self.chunk_scale_selector(cpt * group + c)) for c in range(cpt)]
 
     @cute.jit
     def store_token_words(self, storage, tok_w, tok, packed, scales, words):
@@ -3423,8 +3430,8 @@ class Sm90Fp4GroupedGemm:
         words 0 and 1), loads stage ahead's weights for the next K-tile (after the last
         group, when this K-tile's are dead) and releases that stage: the loads' latency
         then hides behind the wgmmas in flight. The arrive on tok_w's full barrier comes
-        after group `blocks`' wait_group, when every wgmma of the previous K-tile is done
-        (the ring's order argument, class docstring)."""
+        after group `blocks + 1`'s wait_group, when every wgmma of the previous K-tile is
+        done (the ring's order argument, class docstring)."""
         packed, scales = None, None
         wm_next, sc_next = wm, sc
         # 4 x blocks wgmma groups per K-tile: group g multiplies block g % blocks at k16-steps
@@ -3450,12 +3457,15 @@ class Sm90Fp4GroupedGemm:
             cute.nvgpu.warpgroup.commit_group()
             if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
-                    packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+                    packed, words = self.token_chunks(storage, ab_pipeline, ahead, tok)
+                    scales = self.scale_pairs(tok, words)
                 # words 0, 1 after the first group, 2, 3 after the next word's first group;
-                # the arrive after group 1's wait_group, which retired all of kt - 1
+                # the fence and arrive one group later (the stores have completed by then,
+                # so the proxy fence does not wait for them), after a wait_group that
+                # retired all of kt - 1
                 if cutlass.const_expr(g % self.blocks == 0 and j < 2):
                     self.store_token_words(storage, tok_w, tok, packed, scales, (2 * j, 2 * j + 1))
-                if cutlass.const_expr(g == self.blocks):
+                if cutlass.const_expr(g == self.blocks + 1):
                     self.publish_tokens(tok_pipeline, tok_w)
                 if cutlass.const_expr(g == groups - 1):
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)
