@@ -316,3 +316,46 @@ def test_config_choice_on_the_benchmarks(case, tile_n, stream_k, narrow):
     cfg = S.choose_sm90_config(sizes, 132)
     assert (cfg.tile_n, cfg.stream_k, cfg.narrow) == (tile_n, stream_k, narrow)
     assert S.sm90_config_is_legal(S.choose_sm90_config(sizes, 132))
+
+
+def test_trace_tool_instruments_this_submission():
+    """tools/sm90_trace.py patches submission.py by its text: every stamp must still find
+    its place in the current kernel, and the result must be Python."""
+    import ast
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sm90_trace as T
+
+    out = T.traced_source((ROOT / "submission.py").read_text())
+    ast.parse(out)
+    for stamp in ("trace_ev(tr, kt_, 0)", "trace_ev(tr, kt_, 1 + 2 * g)", "trace_ev(tr, kt_, 2 + 2 * g)",
+                  "trace_ev(tr, kt_, 2 * groups + 1)", "trace_ev(tr, kt_, 2 * groups + 2)",
+                  "trace_ev(tr, kt_, 2 * groups + 3)", "trace_ev(tr, kt_, 2 * groups + 4)",
+                  "trace_ev(tr, tok_r.count - 1, 21)", "trace_ev(tr, tok_r.count - 1, 22)",
+                  "flags = device_ptr(TRACE_BUF"):
+        assert out.count(stamp) == 1, stamp
+    with pytest.raises(ValueError, match="update tools/sm90_trace.py"):
+        T.traced_source("no kernel here")
+
+
+def test_trace_gap_table_orders_points_by_time():
+    """gap_table on a synthetic trace: every warp of every CTA stamps the same K-tile shape
+    (4 groups), so the medians are those stamps' gaps, in time order."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sm90_trace as T
+
+    t = torch.zeros(T.TRACE_CTAS, 8, T.TRACE_MAXK, T.TRACE_EV, dtype=torch.int32)  # 2 WGs
+    # offsets within a K-tile of 1000 cycles: start, wait0 at 10, tokwait 50, iss0 80, ...
+    offsets = {0: 0, 1: 10, 9: 50, 2: 80, 10: 200, 3: 300, 4: 400, 5: 450, 6: 600, 11: 650,
+               7: 700, 8: 800, 12: 900}
+    for k in range(8):
+        for e, off in offsets.items():
+            t[:2, :8, k, e] = 5000 + 1000 * k + off
+    t[:2, :8, 7, 21] = 12950
+    t[:2, :8, 7, 22] = 13750  # an 800-cycle epilogue
+    buffer = torch.zeros(T.TRACE_CTAS * 12 * T.TRACE_MAXK * T.TRACE_EV, dtype=torch.int32)
+    buffer[: t.numel()] = t.flatten()  # the kernel's layout at the front of the buffer
+    line = T.gap_table({"trace": buffer, "blocks": 1, "wgs": 2})
+    assert line.startswith("  K-tile 1000 cycles: start +0, wait0 +10, tokwait +40, iss0 +30, chunks +120,")
+    assert "publish +50, wait3 +50, iss3 +100, loadw +100, next +100" in line
+    assert "epilogue median 800 cycles over 16 tiles" in line

@@ -1,0 +1,225 @@
+"""A per-K-tile timeline of the Hopper kernel's consumer warps, from %clock stamps.
+
+`run` (H200) builds an instrumented copy of submission.py in a temporary directory: lane 0
+of every consumer warp of the first TRACE_CTAS CTAs stores the SM's cycle counter at fixed
+points of every K-tile (k_tile) and of every tile (consume_tile) into a global buffer (the
+kernel's split-K flags pointer, unused without stream-K). It runs a few cases through that
+copy, then prints, per case, the median cycles between consecutive points of a steady
+K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
+
+    python tools/sm90_trace.py run [--out traces.pt]     # on the H200
+    python tools/sm90_trace.py show traces.pt
+
+Points of a K-tile (E = trace_names(groups)): start; waitG after group G's wait_group;
+issG after its commit; tokwait after the token ring's wait (group 0); chunks after the
+next K-tile's packed tokens are loaded; publish after their arrive; loadw after the next
+K-tile's weights are loaded and the stage released; `next` is the next K-tile's start.
+A gap is all the warp did between two stamps: wait1 comes after decoding and storing token
+words 0, 1 as well as after group 1's wait_group.
+The stamps cost about 2 % at tile_n 128 and up to 9 % at 256 (traced against untraced
+kernel time, notes/measurements.md), so compare traced runs with traced runs.
+"""
+
+import argparse
+import importlib.util
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TRACE_MAXK = 64  # K-tiles recorded per warp (by the consumer's token-ring count)
+TRACE_EV = 24  # slots per K-tile: 2 x groups + 5 K-tile points, 21-23 tile points
+TRACE_CTAS = 8
+TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
+
+_HELPERS = f'''
+TRACE_MAXK = {TRACE_MAXK}
+TRACE_EV = {TRACE_EV}
+TRACE_CTAS = {TRACE_CTAS}
+TRACE_BUF = None
+
+
+@dsl_user_op
+def clock32(*, loc=None, ip=None) -> Int32:
+    return _asm_value(Int32, [], "mov.u32 $0, %clock;", "=r", loc, ip)
+
+
+@cute.jit
+def trace_ev(tr, kt, e: int):
+    mT, base, on = tr
+    if on and kt < TRACE_MAXK:
+        mT[base + kt * TRACE_EV + e] = clock32()
+
+'''
+
+
+def trace_names(groups: int) -> dict[int, str]:
+    names = {0: "start"}
+    for g in range(groups):
+        names[1 + 2 * g] = f"wait{g}"
+        names[2 + 2 * g] = f"iss{g}"
+    names.update({2 * groups + 1: "tokwait", 2 * groups + 2: "chunks", 2 * groups + 3: "publish",
+                  2 * groups + 4: "loadw"})
+    return names
+
+
+def _insert_after(text: str, pattern: str, stamp: str, count: int = 1) -> str:
+    """`stamp` on a new line after each of the first `count` lines matching `pattern`, at
+    that line's indentation."""
+    lines = text.split("\n")
+    hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+    if len(hits) < count:
+        raise ValueError(f"instrumenting submission.py: no line matches {pattern!r}; update tools/sm90_trace.py")
+    for i in reversed(hits[:count]):
+        indent = re.match(r"\s*", lines[i]).group(0)
+        lines.insert(i + 1, indent + stamp)
+    return "\n".join(lines)
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    if old not in text:
+        raise ValueError(f"instrumenting submission.py: {old!r} not found; update tools/sm90_trace.py")
+    return text.replace(old, new, 1)
+
+
+def traced_source(src: str) -> str:
+    """submission.py's text -> the instrumented copy's."""
+    src = _replace(src, "\n@dsl_user_op\ndef ld_shared_v4(", _HELPERS + "\n@dsl_user_op\ndef ld_shared_v4(")
+    head, sep, rest = src.partition("    def k_tile(")
+    if not sep:
+        raise ValueError("instrumenting submission.py: no k_tile; update tools/sm90_trace.py")
+    body, sep2, tail = rest.partition("    @cute.jit\n    def epilogue(")
+    body = _replace(body, "wgt, wm, sc):", "wgt, wm, sc, tr):")
+    body = _insert_after(body, r"^\s+groups = 4 \* self\.blocks$", "kt_ = tok_r.count; trace_ev(tr, kt_, 0)")
+    body = _insert_after(body, r"warpgroup\.wait_group\(1\)$", "trace_ev(tr, kt_, 1 + 2 * g)")
+    body = _insert_after(body, r"tok_pipeline\.consumer_wait\(tok_r\)$", "trace_ev(tr, kt_, 2 * groups + 1)")
+    body = _insert_after(body, r"warpgroup\.commit_group\(\)$", "trace_ev(tr, kt_, 2 + 2 * g)")
+    body = _insert_after(body, r"= self\.token_chunks\(", "trace_ev(tr, kt_, 2 * groups + 2)")
+    body = _insert_after(body, r"self\.publish_tokens\(tok_pipeline, tok_w\)$", "trace_ev(tr, kt_, 2 * groups + 3)")
+    body = _insert_after(body, r"self\.release_stage\(ab_pipeline, ahead\)$", "trace_ev(tr, kt_, 2 * groups + 4)")
+    # consume_tile (in head): the trace handle, tile points, and tr passed to k_tile
+    head = _insert_after(
+        head, r"^\s+ahead, tok_w, tok_r = states$",
+        "bidx_, _, _ = cute.arch.block_idx(); "
+        "tr = (cute.make_tensor(split[1], cute.make_layout(1 << 26)), "
+        "(bidx_ * (self.wgs * 4) + tidx // 32) * (TRACE_MAXK * TRACE_EV), "
+        "tidx % 32 == 0 and bidx_ < TRACE_CTAS); trace_ev(tr, tok_r.count, 23)")
+    head = _insert_after(head, r"ahead, tok_w, tok_r, tok, wgt, wm, sc,$", "tr,", count=2)
+    head = _insert_after(head, r"^\s+cute\.nvgpu\.warpgroup\.wait_group\(0\)$", "trace_ev(tr, tok_r.count - 1, 21)")
+    head = _replace(head, "        return ahead, tok_w, tok_r\n",
+                    "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
+    tail = _replace(tail, "flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)",
+                    "flags = device_ptr(TRACE_BUF, cutlass.Int32)")
+    return head + sep + body + sep2 + tail
+
+
+def load_traced(tmp: Path):
+    (tmp / "submission.py").write_text(traced_source((ROOT / "submission.py").read_text()))
+    spec = importlib.util.spec_from_file_location("submission", tmp / "submission.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def gap_table(rec: dict) -> str:
+    """Median cycles between consecutive points of the steady K-tiles (all but each CTA's
+    first two and last two recorded, and those followed by a new tile), over the recorded
+    warps, in time order; then the epilogue's median."""
+    import torch
+
+    groups, warps = 4 * rec["blocks"], 4 * rec["wgs"]
+    # the kernel's layout: (CTA, its consumer warp, K-tile, point), warps = 4 x consumer WGs
+    t = rec["trace"][: TRACE_CTAS * warps * TRACE_MAXK * TRACE_EV]
+    t = t.view(TRACE_CTAS, warps, TRACE_MAXK, TRACE_EV).to(torch.int64)
+    names = trace_names(groups)
+    rows, tiles = [], []
+    for cta in range(TRACE_CTAS):
+        kts = [k for k in range(TRACE_MAXK) if t[cta, 0, k, 0] != 0]
+        for w in range(warps):
+            for k in kts[2:-2]:
+                if k + 1 not in kts or t[cta, w, k, 21] != 0:
+                    continue  # the next stamp is another tile's
+                start = t[cta, w, k, 0]
+                rel = {e: int((t[cta, w, k, e] - start) & 0xFFFFFFFF) for e in names if t[cta, w, k, e] != 0}
+                rel["next"] = int((t[cta, w, k + 1, 0] - start) & 0xFFFFFFFF)
+                rows.append(rel)
+            for k in kts:
+                if t[cta, w, k, 21] != 0 and t[cta, w, k, 22] != 0:
+                    tiles.append(int((t[cta, w, k, 22] - t[cta, w, k, 21]) & 0xFFFFFFFF))
+    if not rows:
+        return "  (no steady K-tiles recorded)"
+    # a tile's last K-tile has no next-K-tile points: medians over the K-tiles that have each
+    keys = [e for e in names if sum(e in r for r in rows) * 2 > len(rows)] + ["next"]
+    med = {e: statistics.median(r[e] for r in rows if e in r) for e in keys}
+    parts, prev = [], 0
+    for e in sorted(keys, key=lambda e: med[e]):
+        parts.append(f"{names.get(e, e)} +{med[e] - prev:.0f}")
+        prev = med[e]
+    epi = f"; epilogue median {statistics.median(tiles):.0f} cycles over {len(tiles)} tiles" if tiles else ""
+    return f"  K-tile {med['next']:.0f} cycles: " + ", ".join(parts) + epi
+
+
+CASES = {
+    # one tile per CTA of 132, 16 K-tiles each
+    "one tile, tile_n 128, 128 tokens": (dict(m=(128,), n=(132 * 128,), k=(2048,), g=1, seed=3), dict(tile_n=128, narrow=(64,))),
+    "one tile, tile_n 256, 128 tokens": (dict(m=(128,), n=(132 * 256,), k=(2048,), g=1, seed=3), dict(tile_n=256, narrow=(64,))),
+    "one tile, tile_n 128, 64 tokens": (dict(m=(64,), n=(132 * 128,), k=(2048,), g=1, seed=3), dict(tile_n=128, narrow=(64,))),
+    "benchmark 2, tile_n 128": (dict(m=(192, 320), n=(3072, 3072), k=(4096, 4096), g=2, seed=1), dict(tile_n=128, narrow=(64,))),
+    "benchmark 1, tile_n 256": (dict(m=(40, 76, 168, 72, 164, 148, 196, 160), n=(7168,) * 8, k=(2048,) * 8, g=8, seed=1),
+                                dict(tile_n=256, narrow=(64,))),
+}
+
+
+def run(out: Path) -> None:
+    import torch
+
+    import reference
+
+    with tempfile.TemporaryDirectory() as tmp:
+        S = load_traced(Path(tmp))
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        S.TRACE_BUF = torch.zeros(TRACE_CTAS * 12 * TRACE_MAXK * TRACE_EV, dtype=torch.int32, device="cuda")
+        results, runners = {}, {}
+        for name, (case, kw) in CASES.items():
+            cfg = S.make_sm90_config(kw["tile_n"], narrow=kw["narrow"], pdl=False)
+            data = reference.generate_input(**case)
+            problem = S.validate_inputs(data)
+            runner = runners.setdefault(cfg, S.GroupedGemmRunner(S.sm90_backend(), num_sms=sms))
+            runner.run(data, problem, cfg)  # compile, schedule, descriptors
+            torch.cuda.synchronize()
+            ok = all(torch.allclose(abc[2], r, rtol=1e-3, atol=1e-3)
+                     for abc, r in zip(data[0], reference.ref_kernel(tuple(data))))
+            S.TRACE_BUF.zero_()
+            runner.run(data, problem, cfg)
+            torch.cuda.synchronize()
+            results[name] = dict(trace=S.TRACE_BUF.cpu().clone(), blocks=cfg.blocks, wgs=cfg.consumer_wgs, ok=ok)
+            print(f"{name}: {'ok' if ok else 'MISMATCH'}\n{gap_table(results[name])}", flush=True)
+        torch.save(results, out)
+        print(f"saved {out}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", default="traces.pt")
+    s = sub.add_parser("show")
+    s.add_argument("path")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        run(Path(args.out))
+    else:
+        import torch
+
+        for name, rec in torch.load(args.path).items():
+            print(f"{name}:\n{gap_table(rec)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
