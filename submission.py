@@ -3218,8 +3218,8 @@ class Sm90Fp4GroupedGemm:
             a.fill(0.0)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         # the first K-tile's tokens and weights, before any wgmma of the tile
-        packed, words = self.token_chunks(storage, ab_pipeline, ahead, tok)
-        self.store_token_words(storage, tok_w, tok, packed, self.scale_pairs(tok, words), (0, 1, 2, 3))
+        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1, 2, 3))
         self.publish_tokens(tok_pipeline, tok_w)
         tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
@@ -3363,8 +3363,9 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
         """Waits for stage `ahead`; loads this thread's packed token chunks (16-byte loads)
-        and, per chunk, the scale word of its K-atom. All loads issue before scale_pairs
-        converts the first scale word, so their latencies overlap."""
+        and, per chunk, the scale word of its K-atom, then turns each word into the f16x2
+        scales of the chunk's two K-blocks (words 0-1, words 2-3). All loads issue before
+        the first conversion, so their latencies overlap."""
         trow, group, cpt, _ = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
@@ -3374,13 +3375,8 @@ class Sm90Fp4GroupedGemm:
             q = cpt * group + c
             packed.append(ld_shared_v4(pk + sw64(trow, q)))
             words.append(ld_shared_u32(sf + sm90_scale_word_offset(trow, q)))  # trow < 128: atom 0
-        return packed, words
-
-    @cute.jit
-    def scale_pairs(self, tok, words):
-        """token_chunks' scale words -> per chunk the f16x2 scales of its two K-blocks."""
-        _, group, cpt, _ = tok
-        return [scale_pair_x64(words[c], self.chunk_scale_selector(cpt * group + c)) for c in range(cpt)]
+        scales = [scale_pair_x64(words[c], self.chunk_scale_selector(cpt * group + c)) for c in range(cpt)]
+        return packed, scales
 
     @cute.jit
     def store_token_words(self, storage, tok_w, tok, packed, scales, words):
@@ -3457,8 +3453,7 @@ class Sm90Fp4GroupedGemm:
             cute.nvgpu.warpgroup.commit_group()
             if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
-                    packed, words = self.token_chunks(storage, ab_pipeline, ahead, tok)
-                    scales = self.scale_pairs(tok, words)
+                    packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
                 # words 0, 1 after the first group, 2, 3 after the next word's first group;
                 # the fence and arrive one group later (the stores have completed by then,
                 # so the proxy fence does not wait for them), after a wait_group that

@@ -21,7 +21,6 @@ kernel time, notes/measurements.md), so compare traced runs with traced runs.
 """
 
 import argparse
-import importlib.util
 import re
 import statistics
 import sys
@@ -118,12 +117,10 @@ def traced_source(src: str) -> str:
 
 
 def load_traced(tmp: Path):
+    from tools.sm90_sweep import load_submission
+
     (tmp / "submission.py").write_text(traced_source((ROOT / "submission.py").read_text()))
-    spec = importlib.util.spec_from_file_location("submission", tmp / "submission.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_submission(str(tmp / "submission.py"))
 
 
 def gap_table(rec: dict) -> str:
