@@ -36,6 +36,7 @@ import dataclasses
 import enum
 import functools
 import os
+import struct
 import warnings
 import weakref
 from collections import OrderedDict
@@ -2269,6 +2270,11 @@ SM90_C_STAGE_BYTES = SM90_C_BOX_ROWS * SM90_WEIGHT_ROWS_PER_BLOCK * 2
 # A FIXUP's epilogue loads this many token pairs' partial sums (16 floats each) before it
 # adds the first (all 8 pairs of a 128-token block: 64 registers, free once the K-loop ends)
 SM90_FIXUP_BATCH = 8
+# The decode leaves both operands 2^-6 below their value (decode_e2m1_word), so the fp32
+# accumulators hold 2^-12 of the products: exactly, since every product is at least 2^-32.
+# The epilogue multiplies by this before the fp16 conversion, so C is bit for bit the same.
+SM90_ACC_SCALE = 4096.0
+SM90_ACC_SCALE_PTX = "0f%08X" % struct.unpack("<I", struct.pack("<f", SM90_ACC_SCALE))[0]  # PTX f32 literal
 # The token decode is spread over the first two consumer warpgroups (sm90_token_split),
 # whatever their number: a third one (tile_n 192) only decodes its weights.
 SM90_DECODER_THREADS = 256
@@ -2516,8 +2522,9 @@ def sm90_c_stage_offset(wtid, pair):
 
 
 def sm90_scale_selector(byte0: int, byte1: int) -> int:
-    """prmt selector that puts bytes byte0 and byte1 of a scale word in the low 16 bits."""
-    return byte0 | (byte1 << 4)
+    """prmt selector that makes bytes (byte0, byte0, byte1, byte1) of a scale word: each
+    16-bit half is then one scale twice, which one cvt widens to its f16x2 multiplier."""
+    return (byte0 | byte0 << 4) | (byte1 | byte1 << 4) << 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -2597,32 +2604,31 @@ def st_shared_u32(addr: Int32, v0, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def scale_pair_x64(word: Uint32, selector, *, loc=None, ip=None):
+def scale_pair(word: Uint32, selector, *, loc=None, ip=None):
     """The two E4M3 scales s0, s1 that prmt `selector` (sm90_scale_selector) picks from
-    `word` -> the f16x2 values (64 s0, 64 s0) and (64 s1, 64 s1). Exact: E4M3 values are
-    fp16 values and 64 * 448 is below fp16's maximum."""
+    `word` -> the f16x2 values (s0, s0) and (s1, s1): one prmt and two cvts (every E4M3
+    value is an fp16 value)."""
     return _asm_values(
         2, [_v(Uint32(word), loc, ip), _v(Uint32(selector), loc, ip)],
-        "{\n.reg .b32 w, t, c;\n.reg .b16 lo, hi;\n"
+        "{\n.reg .b32 w;\n.reg .b16 lo, hi;\n"
         "prmt.b32 w, $2, 0, $3;\n"
         "mov.b32 {lo, hi}, w;\n"
-        "cvt.rn.f16x2.e4m3x2 t, lo;\n"
-        "mov.b32 c, 0x54005400;\n"
-        "mul.rn.f16x2 t, t, c;\n"
-        "prmt.b32 $0, t, t, 0x1010;\n"
-        "prmt.b32 $1, t, t, 0x3232;\n}",
+        "cvt.rn.f16x2.e4m3x2 $0, lo;\n"
+        "cvt.rn.f16x2.e4m3x2 $1, hi;\n}",
         "=r,=r,r,r", False, loc, ip,
     )
 
 
 @dsl_user_op
 def decode_e2m1_word(word: Uint32, scale2: Uint32, *, loc=None, ip=None):
-    """8 E2M1 nibbles -> 4 f16x2 of value * scale, exactly.
+    """8 E2M1 nibbles -> 4 f16x2 of value * scale * 2^-6, exactly.
 
     Each nibble (sign, e1 e0 m) becomes the E4M3 byte (sign << 7) | (e1 e0 m) << 2, which
     is value * 2^-6, normal or subnormal alike; cvt.f16x2.e4m3x2 widens two at a time and one
-    f16x2 multiply by 64 * scale (scale2) restores the magnitude. Products are at most
-    6 * 448 and at least 2^-10 with 6 significant bits: exact in fp16.
+    f16x2 multiply by the scale (scale2 = (s, s)) applies it. The results are multiples of
+    2^-16 (0.5 x E4M3's 2^-9 x 2^-6) below 42 with 6 significant bits: exact in fp16, whose
+    subnormals step by 2^-24. The 2^-6 of both operands is undone in the epilogue
+    (SM90_ACC_SCALE), which saves the scales' multiply by 64.
     Outputs: nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
     return _asm_values(
         4, [_v(Uint32(word), loc, ip), _v(Uint32(scale2), loc, ip)],
@@ -2682,10 +2688,16 @@ def bulk_load(
 
 
 @dsl_user_op
-def pack_f16x2(lo, hi, *, loc=None, ip=None) -> Uint32:
-    """Two fp32 -> one f16x2 (lo in the low half), round to nearest."""
+def pack_acc_f16x2(lo, hi, *, loc=None, ip=None) -> Uint32:
+    """Two fp32 accumulators -> one f16x2 of them times SM90_ACC_SCALE (lo in the low half),
+    round to nearest. The multiply is exact (a power of two). It sits inside the asm: the
+    same multiply written as DSL arithmetic made ptxas move the tile_n 256 stream-K K-loop's
+    wgmma descriptors out of the uniform datapath (32 R2UR per K-tile, 552 -> 623 SASS)."""
     return _asm_value(Uint32, [_v(Float32(hi), loc, ip), _v(Float32(lo), loc, ip)],
-                      "cvt.rn.f16x2.f32 $0, $1, $2;", "=r,f,f", loc, ip, side_effects=False)
+                      "{\n.reg .f32 a, b;\n"
+                      f"mul.rn.f32 a, $1, {SM90_ACC_SCALE_PTX};\n"
+                      f"mul.rn.f32 b, $2, {SM90_ACC_SCALE_PTX};\n"
+                      "cvt.rn.f16x2.f32 $0, a, b;\n}", "=r,f,f", loc, ip, side_effects=False)
 
 
 @dsl_user_op
@@ -3337,8 +3349,8 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def chunk_scale_selector(self, q):
         """prmt selector of packed chunk q's two K-block scales in its K-atom's scale word:
-        bytes 2 (q % 2) and 2 (q % 2) + 1 (K-blocks 2q, 2q + 1 of atom q // 2)."""
-        return Int32(sm90_scale_selector(0, 1)) + Int32(0x22) * (q % 2)
+        bytes 2 (q % 2) and 2 (q % 2) + 1 (K-blocks 2q, 2q + 1 of atom q // 2), each twice."""
+        return Int32(sm90_scale_selector(0, 1)) + Int32(0x2222) * (q % 2)
 
     @cute.jit
     def token_share(self, tidx, rows: int, rows_left):
@@ -3375,7 +3387,7 @@ class Sm90Fp4GroupedGemm:
             q = cpt * group + c
             packed.append(ld_shared_v4(pk + sw64(trow, q)))
             words.append(ld_shared_u32(sf + sm90_scale_word_offset(trow, q)))  # trow < 128: atom 0
-        scales = [scale_pair_x64(words[c], self.chunk_scale_selector(cpt * group + c)) for c in range(cpt)]
+        scales = [scale_pair(words[c], self.chunk_scale_selector(cpt * group + c)) for c in range(cpt)]
         return packed, scales
 
     @cute.jit
@@ -3413,7 +3425,7 @@ class Sm90Fp4GroupedGemm:
         sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
         wm = [[ld_shared_v4(pkB + w_off + 64 * (self.block_rows * b + 8 * h)) for h in range(2)]
               for b in range(self.blocks)]
-        sc = [[scale_pair_x64(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
+        sc = [[scale_pair(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
                for h in range(2)] for b in range(self.blocks)]
         return wm, sc
 
@@ -3505,7 +3517,7 @@ class Sm90Fp4GroupedGemm:
                 x = [acc[8 * p + e] for e in range(8)]
                 if cutlass.const_expr(partial is not None):
                     x = [x[e] + w[p][e] for e in range(8)]
-                v = [pack_f16x2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]) for j, h in ((0, 0), (0, 1), (1, 0), (1, 1))]
+                v = [pack_acc_f16x2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]) for j, h in ((0, 0), (0, 1), (1, 0), (1, 1))]
                 stmatrix_x4_trans(box + sm90_c_stage_offset(wtid, p), *v)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)

@@ -20,7 +20,7 @@ def e4m3_bytes_to_f16(b: torch.Tensor) -> torch.Tensor:
     return b.to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float16)
 
 
-def decode_word(w: torch.Tensor, scale_x64: torch.Tensor) -> torch.Tensor:
+def decode_word(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """decode_e2m1_word's arithmetic on int64 tensors of 32-bit words: returns (..., 4, 2)
     fp16, outputs t = 0..3 holding nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
     m32 = 0xFFFFFFFF
@@ -32,7 +32,7 @@ def decode_word(w: torch.Tensor, scale_x64: torch.Tensor) -> torch.Tensor:
         halves.append(e4m3_bytes_to_f16(byte))
     # cvt of the low / high 16 bits -> (byte0, byte1), (byte2, byte3)
     out = torch.stack([halves[0][..., 0:2], halves[0][..., 2:4], halves[1][..., 0:2], halves[1][..., 2:4]], -2)
-    return out * scale_x64[..., None, None]  # mul.rn.f16x2 by (64 s, 64 s)
+    return out * scale[..., None, None]  # mul.rn.f16x2 by (s, s)
 
 
 def test_decode_is_exact_for_every_code_pair_and_scale():
@@ -43,13 +43,13 @@ def test_decode_is_exact_for_every_code_pair_and_scale():
     b = torch.arange(256, dtype=torch.int64)
     for pos in range(4):
         w = (b << (8 * pos))[:, None].expand(256, len(scales))
-        x64 = (scales * 64).to(torch.float16)
-        assert torch.equal(x64.float(), scales * 64)  # 64 * 448 fits fp16 exactly
-        got = decode_word(w, x64[None, :].expand(256, -1)).double()  # (256, S, 4, 2)
+        f16 = scales.to(torch.float16)
+        assert torch.equal(f16.float(), scales)  # every E4M3 scale is an fp16 value
+        got = decode_word(w, f16[None, :].expand(256, -1)).double()  # (256, S, 4, 2)
         for t, pair in enumerate(((0, 2), (4, 6), (1, 3), (5, 7))):
             for e, nib in enumerate(pair):
                 code = (w >> (4 * nib)) & 0xF
-                want = lut[code] * scales.double()[None, :]
+                want = lut[code] * scales.double()[None, :] * 2.0**-6  # SM90_ACC_SCALE undoes 2^-12
                 assert torch.equal(got[..., t, e], want), (pos, t, e)
 
 
@@ -244,14 +244,15 @@ def test_weight_rows_share_one_swizzle_and_scale_base(tile_n):
 
 
 def test_scale_selectors_pick_the_chunk_blocks():
-    """prmt selectors: a weight chunk q takes bytes 2 (q % 2), 2 (q % 2) + 1 of its K-atom;
-    a token word pair of K-block offset c takes bytes c and c + 2 (chunks 0 / 1 of an atom)."""
+    """prmt selectors: a chunk q takes bytes 2 (q % 2), 2 (q % 2) + 1 of its K-atom's word,
+    each twice, so that each 16-bit half is one K-block's scale twice."""
+    assert S.SM90_ACC_SCALE == 2.0**12  # both operands decode 2^-6 below their value
+    word = 0x44332211
     for q in range(4):
-        sel = S.sm90_scale_selector(0, 1) + 0x22 * (q % 2)
-        assert (sel & 0xF, sel >> 4) == (2 * (q % 2), 2 * (q % 2) + 1)
-    for c in range(2):
-        sel = S.sm90_scale_selector(0, 2) + 0x11 * c
-        assert (sel & 0xF, sel >> 4) == (c, c + 2)
+        sel = S.sm90_scale_selector(0, 1) + 0x2222 * (q % 2)
+        picked = [(word >> (8 * ((sel >> (4 * i)) & 0xF))) & 0xFF for i in range(4)]
+        b0, b1 = (word >> (16 * (q % 2))) & 0xFF, (word >> (16 * (q % 2) + 8)) & 0xFF
+        assert picked == [b0, b0, b1, b1]
 
 
 @pytest.mark.parametrize(
