@@ -2274,7 +2274,7 @@ SM90_FIXUP_BATCH = 8
 # accumulators hold 2^-12 of the products: exactly, since every product is at least 2^-32.
 # The epilogue multiplies by this before the fp16 conversion, so C is bit for bit the same.
 SM90_ACC_SCALE = 4096.0
-SM90_ACC_SCALE_PTX = "0f%08X" % struct.unpack("<I", struct.pack("<f", SM90_ACC_SCALE))[0]  # PTX f32 literal
+SM90_ACC_SCALE_PTX = f"0f{struct.unpack('<I', struct.pack('<f', SM90_ACC_SCALE))[0]:08X}"  # PTX f32 literal
 # The token decode is spread over the first two consumer warpgroups (sm90_token_split),
 # whatever their number: a third one (tile_n 192) only decodes its weights.
 SM90_DECODER_THREADS = 256
