@@ -337,6 +337,41 @@ def test_trace_tool_instruments_this_submission():
         assert out.count(stamp) == 1, stamp
     with pytest.raises(ValueError, match="update tools/sm90_trace.py"):
         T.traced_source("no kernel here")
+    timeline = T.traced_source((ROOT / "submission.py").read_text(), timeline=True)
+    ast.parse(timeline)
+    assert "%globaltimer_lo" in timeline and "%clock;" not in timeline
+    for stamp in ("trace_cta(flags_ptr, self.wgs * 4, 0)", "trace_cta(flags_ptr, self.wgs * 4, 1)",
+                  "trace_cta(split[1], self.wgs * 4, 2)", "span, flags_ptr):", "span, flags_ptr)\n"):
+        assert timeline.count(stamp) == 1, stamp
+    # the producer's stamp times its first acquire: it comes right before it
+    assert "trace_cta(flags_ptr, self.wgs * 4, 1)\n                ab_pipeline.producer_acquire(state)" in timeline
+
+
+def test_trace_timeline_table_places_the_points():
+    """timeline_table on a synthetic timeline: 2 CTAs, entries 1 us apart, 4 K-tiles of
+    1000 ns each, so every point's min / median / max is known."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sm90_trace as T
+
+    t = torch.zeros(T.TIMELINE_CTAS, 8, T.TRACE_MAXK, T.TRACE_EV, dtype=torch.int64)
+    for c in range(2):
+        base = 10_000 + 1000 * c
+        t[c, 0, T.TRACE_MAXK - 1, :3] = torch.tensor([base, base + 500, base + 9000])
+        t[c, 0, 0, 23] = base + 800  # tile start
+        for k in range(4):
+            t[c, 0, k, 0] = base + 2000 + 1000 * k
+            t[c, 0, k, 9] = base + 2100 + 1000 * k  # tokwait: 2 x 4 groups + 1
+            t[c, 0, k, 2] = base + 2200 + 1000 * k  # iss0
+        t[c, 0, 3, 21] = base + 6000
+        t[c, 0, 3, 22] = base + 7000
+    buffer = torch.zeros(T.TIMELINE_CTAS * 12 * T.TRACE_MAXK * T.TRACE_EV, dtype=torch.int32)
+    buffer[: t.numel()] = t.flatten().to(torch.int32)
+    table = T.timeline_table({"trace": buffer, "blocks": 1, "wgs": 2, "timeline": True})
+    assert table.splitlines()[0] == "  2 CTAs; steady K-tile 1000 ns"
+    assert "kernel entry           min    0.00  median    0.50  max    1.00 us" in table
+    assert "K-tile 0 tokens ready  min    2.10  median    2.60  max    3.10 us" in table
+    assert "last epilogue done     min    7.00  median    7.50  max    8.00 us" in table
+    assert "CTA end                min    9.00  median    9.50  max   10.00 us" in table
 
 
 def test_trace_gap_table_orders_points_by_time():

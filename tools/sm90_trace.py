@@ -9,6 +9,14 @@ K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
 
     python tools/sm90_trace.py run [--out traces.pt]     # on the H200
     python tools/sm90_trace.py show traces.pt
+    python tools/sm90_trace.py timeline [--out timeline.pt]  # on the H200
+    python tools/sm90_trace.py show timeline.pt
+
+`timeline` stamps %globaltimer (ns, one clock for all SMs) instead, in every CTA, and adds
+three per-CTA points: kernel entry, the producer's first TMA issue, the CTA's end. Its
+table places a CTA's points on one axis from the grid's first entry: where a kernel's
+fixed cost (pipeline fill, first-tile prologue, epilogue, tail) goes. Traced kernels use the
+split-K flags pointer for the buffer, so the cases are whole-tile configs only.
 
 Points of a K-tile (E = trace_names(groups)): start; waitG after group G's wait_group;
 issG after its commit; tokwait after the token ring's wait (group 0); chunks after the
@@ -33,25 +41,38 @@ sys.path.insert(0, str(ROOT))
 TRACE_MAXK = 64  # K-tiles recorded per warp (by the consumer's token-ring count)
 TRACE_EV = 24  # slots per K-tile: 2 x groups + 5 K-tile points, 21-23 tile points
 TRACE_CTAS = 8
+TIMELINE_CTAS = 132
 TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
+# per-CTA points of a timeline, in the last K-tile slot of the CTA's warp 0
+CTA_EVENTS = {0: "kernel entry", 1: "first TMA issue", 2: "CTA end"}
 
-_HELPERS = f'''
+
+def _helpers(ctas: int, clock: str) -> str:
+    return f'''
 TRACE_MAXK = {TRACE_MAXK}
 TRACE_EV = {TRACE_EV}
-TRACE_CTAS = {TRACE_CTAS}
+TRACE_CTAS = {ctas}
 TRACE_BUF = None
 
 
 @dsl_user_op
 def clock32(*, loc=None, ip=None) -> Int32:
-    return _asm_value(Int32, [], "mov.u32 $0, %clock;", "=r", loc, ip)
+    return _asm_value(Int32, [], "mov.u32 $0, {clock};", "=r", loc, ip)
 
 
 @cute.jit
 def trace_ev(tr, kt, e: int):
     mT, base, on = tr
-    if on and kt < TRACE_MAXK:
+    if on and kt < TRACE_MAXK - 1:
         mT[base + kt * TRACE_EV + e] = clock32()
+
+
+@cute.jit
+def trace_cta(flags_ptr, warps: int, e: int):
+    bidx_, _, _ = cute.arch.block_idx()
+    if bidx_ < TRACE_CTAS:
+        mT = cute.make_tensor(flags_ptr, cute.make_layout(1 << 26))
+        mT[(bidx_ * warps * TRACE_MAXK + TRACE_MAXK - 1) * TRACE_EV + e] = clock32()
 
 '''
 
@@ -66,16 +87,16 @@ def trace_names(groups: int) -> dict[int, str]:
     return names
 
 
-def _insert_after(text: str, pattern: str, stamp: str, count: int = 1) -> str:
-    """`stamp` on a new line after each of the first `count` lines matching `pattern`, at
-    that line's indentation."""
+def _insert_after(text: str, pattern: str, stamp: str, count: int = 1, before: bool = False) -> str:
+    """`stamp` on a new line after (or `before`) each of the first `count` lines matching
+    `pattern`, at that line's indentation."""
     lines = text.split("\n")
     hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
     if len(hits) < count:
         raise ValueError(f"instrumenting submission.py: no line matches {pattern!r}; update tools/sm90_trace.py")
     for i in reversed(hits[:count]):
         indent = re.match(r"\s*", lines[i]).group(0)
-        lines.insert(i + 1, indent + stamp)
+        lines.insert(i if before else i + 1, indent + stamp)
     return "\n".join(lines)
 
 
@@ -85,9 +106,27 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new, 1)
 
 
-def traced_source(src: str) -> str:
-    """submission.py's text -> the instrumented copy's."""
-    src = _replace(src, "\n@dsl_user_op\ndef ld_shared_v4(", _HELPERS + "\n@dsl_user_op\ndef ld_shared_v4(")
+def traced_source(src: str, timeline: bool = False) -> str:
+    """submission.py's text -> the instrumented copy's: %clock in the first TRACE_CTAS
+    CTAs, or with `timeline` %globaltimer in all, plus the per-CTA points."""
+    helpers = _helpers(TIMELINE_CTAS, "%globaltimer_lo") if timeline else _helpers(TRACE_CTAS, "%clock")
+    src = _replace(src, "\n@dsl_user_op\ndef ld_shared_v4(", helpers + "\n@dsl_user_op\ndef ld_shared_v4(")
+    if timeline:
+        pre, sep, sm90 = src.partition("class Sm90Fp4GroupedGemm:")
+        if not sep:
+            raise ValueError("instrumenting submission.py: no Sm90Fp4GroupedGemm; update tools/sm90_trace.py")
+        sm90 = _insert_after(sm90, r"^\s+warp_idx = cute\.arch\.make_warp_uniform\(cute\.arch\.warp_idx\(\)\)$",
+                             "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 0)")
+        sm90 = _replace(sm90, "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)",
+                        "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr)")
+        sm90 = _replace(sm90, "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):",
+                        "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr):")
+        sm90 = _insert_after(sm90, r"^\s+ab_pipeline\.producer_acquire\(state\)$",
+                             "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 1)",
+                             before=True)
+        sm90 = _insert_after(sm90, r"^\s+bulk_wait_read\(Int32\(tidx % 128 == 0\)\)$",
+                             "if tidx == 0:\n            trace_cta(split[1], self.wgs * 4, 2)")
+        src = pre + sep + sm90
     head, sep, rest = src.partition("    def k_tile(")
     if not sep:
         raise ValueError("instrumenting submission.py: no k_tile; update tools/sm90_trace.py")
@@ -116,10 +155,10 @@ def traced_source(src: str) -> str:
     return head + sep + body + sep2 + tail
 
 
-def load_traced(tmp: Path):
+def load_traced(tmp: Path, timeline: bool = False):
     from tools.sm90_sweep import load_submission
 
-    (tmp / "submission.py").write_text(traced_source((ROOT / "submission.py").read_text()))
+    (tmp / "submission.py").write_text(traced_source((ROOT / "submission.py").read_text(), timeline))
     return load_submission(str(tmp / "submission.py"))
 
 
@@ -161,6 +200,49 @@ def gap_table(rec: dict) -> str:
     return f"  K-tile {med['next']:.0f} cycles: " + ", ".join(parts) + epi
 
 
+def timeline_table(rec: dict) -> str:
+    """Per point, min / median / max over the CTAs of its time (us) after the grid's first
+    kernel entry; a CTA's first tile's points, its last tile's epilogue, and the steady
+    K-tile (median ns between consecutive K-tile starts of one tile)."""
+    import torch
+
+    groups, warps = 4 * rec["blocks"], 4 * rec["wgs"]
+    t = rec["trace"][: TIMELINE_CTAS * warps * TRACE_MAXK * TRACE_EV]
+    t = t.view(TIMELINE_CTAS, warps, TRACE_MAXK, TRACE_EV).to(torch.int64)
+    hdr = t[:, 0, TRACE_MAXK - 1]
+    ctas = [c for c in range(TIMELINE_CTAS) if hdr[c, 0] != 0]
+    if not ctas:
+        return "  (no CTAs recorded)"
+    t0 = min(int(hdr[c, 0]) for c in ctas)
+    points = {name: [] for name in ("kernel entry", "first TMA issue", "first tile start",
+                                    "K-tile 0 tokens ready", "first wgmma issued",
+                                    "last wait_group(0)", "last epilogue done", "CTA end")}
+    steady = []
+    for c in ctas:
+        rel = lambda x: ((int(x) - t0) & 0xFFFFFFFF) / 1000.0  # noqa: E731
+        kts = [k for k in range(TRACE_MAXK - 1) if t[c, 0, k, 0] != 0]
+        points["kernel entry"].append(rel(hdr[c, 0]))
+        points["first TMA issue"].append(rel(hdr[c, 1]))
+        points["CTA end"].append(rel(hdr[c, 2]))
+        if not kts:
+            continue
+        k0 = kts[0]
+        points["first tile start"].append(rel(t[c, 0, k0, 23]))
+        points["K-tile 0 tokens ready"].append(rel(t[c, 0, k0, 2 * groups + 1]))
+        points["first wgmma issued"].append(rel(t[c, 0, k0, 2]))
+        last = [k for k in kts if t[c, 0, k, 22] != 0]
+        if last:
+            points["last wait_group(0)"].append(rel(t[c, 0, last[-1], 21]))
+            points["last epilogue done"].append(rel(t[c, 0, last[-1], 22]))
+        steady += [int((t[c, 0, k + 1, 0] - t[c, 0, k, 0]) & 0xFFFFFFFF) for k in kts
+                   if k + 1 in kts and t[c, 0, k, 21] == 0]
+    lines = [f"  {len(ctas)} CTAs; steady K-tile {statistics.median(steady):.0f} ns" if steady else f"  {len(ctas)} CTAs"]
+    for name, v in points.items():
+        if v:
+            lines.append(f"  {name:22s} min {min(v):7.2f}  median {statistics.median(v):7.2f}  max {max(v):7.2f} us")
+    return "\n".join(lines)
+
+
 CASES = {
     # one tile per CTA of 132, 16 K-tiles each
     "one tile, tile_n 128, 128 tokens": (dict(m=(128,), n=(132 * 128,), k=(2048,), g=1, seed=3), dict(tile_n=128, narrow=(64,))),
@@ -172,17 +254,30 @@ CASES = {
 }
 
 
-def run(out: Path) -> None:
+TIMELINE_CASES = {
+    "benchmark 3, tile_n 128": (dict(m=(128, 384), n=(4096, 4096), k=(1536, 1536), g=2, seed=1), dict(tile_n=128, narrow=(64,))),
+    "benchmark 3, tile_n 256 whole tiles": (dict(m=(128, 384), n=(4096, 4096), k=(1536, 1536), g=2, seed=1),
+                                            dict(tile_n=256, narrow=(64,))),
+    "benchmark 2, tile_n 128": (dict(m=(192, 320), n=(3072, 3072), k=(4096, 4096), g=2, seed=1), dict(tile_n=128, narrow=(64,))),
+    "one tile, tile_n 128, K 512": (dict(m=(128,), n=(132 * 128,), k=(512,), g=1, seed=3), dict(tile_n=128, narrow=(64,))),
+}
+
+
+def run(out: Path, timeline: bool = False) -> None:
+    """Each case once to compile and check, then traced: after a warm run, and (timeline)
+    again after flushing L2 the way eval.py's benchmark does before its calls."""
     import torch
 
     import reference
 
     with tempfile.TemporaryDirectory() as tmp:
-        S = load_traced(Path(tmp))
+        S = load_traced(Path(tmp), timeline)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        S.TRACE_BUF = torch.zeros(TRACE_CTAS * 12 * TRACE_MAXK * TRACE_EV, dtype=torch.int32, device="cuda")
+        ctas = TIMELINE_CTAS if timeline else TRACE_CTAS
+        S.TRACE_BUF = torch.zeros(ctas * 12 * TRACE_MAXK * TRACE_EV, dtype=torch.int32, device="cuda")
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
         results, runners = {}, {}
-        for name, (case, kw) in CASES.items():
+        for name, (case, kw) in (TIMELINE_CASES if timeline else CASES).items():
             cfg = S.make_sm90_config(kw["tile_n"], narrow=kw["narrow"], pdl=False)
             data = reference.generate_input(**case)
             problem = S.validate_inputs(data)
@@ -191,11 +286,18 @@ def run(out: Path) -> None:
             torch.cuda.synchronize()
             ok = all(torch.allclose(abc[2], r, rtol=1e-3, atol=1e-3)
                      for abc, r in zip(data[0], reference.ref_kernel(tuple(data))))
-            S.TRACE_BUF.zero_()
-            runner.run(data, problem, cfg)
-            torch.cuda.synchronize()
-            results[name] = dict(trace=S.TRACE_BUF.cpu().clone(), blocks=cfg.blocks, wgs=cfg.consumer_wgs, ok=ok)
-            print(f"{name}: {'ok' if ok else 'MISMATCH'}\n{gap_table(results[name])}", flush=True)
+            for cold in (False, True) if timeline else (False,):
+                S.TRACE_BUF.zero_()
+                if cold:
+                    flush.zero_()
+                torch.cuda.synchronize()
+                runner.run(data, problem, cfg)
+                torch.cuda.synchronize()
+                key = f"{name}, L2 flushed" if cold else name
+                results[key] = dict(trace=S.TRACE_BUF.cpu().clone(), blocks=cfg.blocks, wgs=cfg.consumer_wgs, ok=ok,
+                                    timeline=timeline)
+                table = timeline_table(results[key]) if timeline else gap_table(results[key])
+                print(f"{key}: {'ok' if ok else 'MISMATCH'}\n{table}", flush=True)
         torch.save(results, out)
         print(f"saved {out}")
 
@@ -205,16 +307,18 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--out", default="traces.pt")
+    tl = sub.add_parser("timeline")
+    tl.add_argument("--out", default="timeline.pt")
     s = sub.add_parser("show")
     s.add_argument("path")
     args = ap.parse_args()
-    if args.cmd == "run":
-        run(Path(args.out))
+    if args.cmd in ("run", "timeline"):
+        run(Path(args.out), timeline=args.cmd == "timeline")
     else:
         import torch
 
         for name, rec in torch.load(args.path).items():
-            print(f"{name}:\n{gap_table(rec)}")
+            print(f"{name}:\n{timeline_table(rec) if rec.get('timeline') else gap_table(rec)}")
     return 0
 
 
