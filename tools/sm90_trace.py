@@ -44,7 +44,9 @@ TRACE_CTAS = 8
 TIMELINE_CTAS = 132
 TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
 # per-CTA points of a timeline, in the last K-tile slot of the CTA's warp 0
-CTA_EVENTS = {0: "kernel entry", 1: "first TMA issue", 2: "CTA end"}
+CTA_EVENTS = {0: "kernel entry", 3: "barriers ready", 4: "schedule read", 5: "producer unit read",
+              1: "first TMA issue", 2: "CTA end"}
+TILE_DATA_EVENT = 20  # a tile's first stage has landed (consumer, after its wait)
 
 
 def _helpers(ctas: int, clock: str) -> str:
@@ -121,6 +123,14 @@ def traced_source(src: str, timeline: bool = False) -> str:
                         "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr)")
         sm90 = _replace(sm90, "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):",
                         "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr):")
+        # points that wait for what they time: a load's value in the condition
+        sm90 = _insert_after(sm90, r"^        if cutlass\.const_expr\(self\.cfg\.pdl\):$",
+                             "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 3)", before=True)
+        sm90 = _insert_after(sm90, r"^        span = tuple\(mRanges\[i, bidx\]",
+                             "if tidx == 0 and span[0] >= 0:\n            trace_cta(flags_ptr, self.wgs * 4, 4)")
+        sm90 = _insert_after(sm90, r"^            tensormap_acquire\(desc_a\)$",
+                             "if lane == 0 and u == span[0] and n + rest_k >= 0:\n"
+                             "                trace_cta(flags_ptr, self.wgs * 4, 5)", before=True)
         sm90 = _insert_after(sm90, r"^\s+ab_pipeline\.producer_acquire\(state\)$",
                              "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 1)",
                              before=True)
@@ -140,6 +150,8 @@ def traced_source(src: str, timeline: bool = False) -> str:
     body = _insert_after(body, r"self\.publish_tokens\(tok_pipeline, tok_w\)$", "trace_ev(tr, kt_, 2 * groups + 3)")
     body = _insert_after(body, r"self\.release_stage\(ab_pipeline, ahead\)$", "trace_ev(tr, kt_, 2 * groups + 4)")
     # consume_tile (in head): the trace handle, tile points, and tr passed to k_tile
+    head = _insert_after(head, r"^        packed, scales = self\.token_chunks\(storage, ab_pipeline, ahead, tok\)$",
+                         f"trace_ev(tr, tok_r.count, {TILE_DATA_EVENT})")
     head = _insert_after(
         head, r"^\s+ahead, tok_w, tok_r = states$",
         "bidx_, _, _ = cute.arch.block_idx(); "
@@ -214,20 +226,23 @@ def timeline_table(rec: dict) -> str:
     if not ctas:
         return "  (no CTAs recorded)"
     t0 = min(int(hdr[c, 0]) for c in ctas)
-    points = {name: [] for name in ("kernel entry", "first TMA issue", "first tile start",
+    points = {name: [] for name in ("kernel entry", "barriers ready", "schedule read", "first tile start",
+                                    "producer unit read", "first TMA issue", "first stage landed",
                                     "K-tile 0 tokens ready", "first wgmma issued",
                                     "last wait_group(0)", "last epilogue done", "CTA end")}
     steady = []
     for c in ctas:
         rel = lambda x: ((int(x) - t0) & 0xFFFFFFFF) / 1000.0  # noqa: E731
         kts = [k for k in range(TRACE_MAXK - 1) if t[c, 0, k, 0] != 0]
-        points["kernel entry"].append(rel(hdr[c, 0]))
-        points["first TMA issue"].append(rel(hdr[c, 1]))
-        points["CTA end"].append(rel(hdr[c, 2]))
+        for e, name in CTA_EVENTS.items():
+            if hdr[c, e] != 0:
+                points[name].append(rel(hdr[c, e]))
         if not kts:
             continue
         k0 = kts[0]
         points["first tile start"].append(rel(t[c, 0, k0, 23]))
+        if t[c, 0, k0, TILE_DATA_EVENT] != 0:
+            points["first stage landed"].append(rel(t[c, 0, k0, TILE_DATA_EVENT]))
         points["K-tile 0 tokens ready"].append(rel(t[c, 0, k0, 2 * groups + 1]))
         points["first wgmma issued"].append(rel(t[c, 0, k0, 2]))
         last = [k for k in kts if t[c, 0, k, 22] != 0]
