@@ -391,7 +391,7 @@ def test_trace_gap_table_orders_points_by_time():
     t[:2, :8, 7, 22] = 13750  # an 800-cycle epilogue
     buffer = torch.zeros(T.TRACE_CTAS * 12 * T.TRACE_MAXK * T.TRACE_EV, dtype=torch.int32)
     buffer[: t.numel()] = t.flatten()  # the kernel's layout at the front of the buffer
-    line = T.gap_table({"trace": buffer, "blocks": 1, "wgs": 2})
+    line = T.gap_table({"trace": buffer, "blocks": 1, "wgs": 2, "ev": T.TRACE_EV})
     assert line.startswith("  K-tile 1000 cycles: start +0, wait0 +10, tokwait +40, iss0 +30, chunks +120,")
     assert "publish +50, wait3 +50, iss3 +100, loadw +100, next +100" in line
     assert "epilogue median 800 cycles over 16 tiles" in line

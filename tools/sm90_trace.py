@@ -39,14 +39,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TRACE_MAXK = 64  # K-tiles recorded per warp (by the consumer's token-ring count)
-TRACE_EV = 24  # slots per K-tile: 2 x groups + 5 K-tile points, 21-23 tile points
+TRACE_EV = 25  # slots per K-tile: 2 x groups + 5 K-tile points, 21-24 tile points
 TRACE_CTAS = 8
 TIMELINE_CTAS = 132
 TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
 # per-CTA points of a timeline, in the last K-tile slot of the CTA's warp 0
 CTA_EVENTS = {0: "kernel entry", 3: "barriers ready", 4: "schedule read", 5: "producer unit read",
               1: "first TMA issue", 2: "CTA end"}
-TILE_DATA_EVENT = 20  # a tile's first stage has landed (consumer, after its wait)
+TILE_DATA_EVENT = 24  # a tile's first stage has landed (consumer, after its wait)
 
 
 def _helpers(ctas: int, clock: str) -> str:
@@ -182,8 +182,9 @@ def gap_table(rec: dict) -> str:
 
     groups, warps = 4 * rec["blocks"], 4 * rec["wgs"]
     # the kernel's layout: (CTA, its consumer warp, K-tile, point), warps = 4 x consumer WGs
-    t = rec["trace"][: TRACE_CTAS * warps * TRACE_MAXK * TRACE_EV]
-    t = t.view(TRACE_CTAS, warps, TRACE_MAXK, TRACE_EV).to(torch.int64)
+    ev = rec.get("ev", 24)  # files saved before the tile-data point have 24 slots
+    t = rec["trace"][: TRACE_CTAS * warps * TRACE_MAXK * ev]
+    t = t.view(TRACE_CTAS, warps, TRACE_MAXK, ev).to(torch.int64)
     names = trace_names(groups)
     rows, tiles = [], []
     for cta in range(TRACE_CTAS):
@@ -220,7 +221,7 @@ def timeline_table(rec: dict) -> str:
 
     groups, warps = 4 * rec["blocks"], 4 * rec["wgs"]
     t = rec["trace"][: TIMELINE_CTAS * warps * TRACE_MAXK * TRACE_EV]
-    t = t.view(TIMELINE_CTAS, warps, TRACE_MAXK, TRACE_EV).to(torch.int64)
+    t = t.view(TIMELINE_CTAS, warps, TRACE_MAXK, TRACE_EV).to(torch.int64)  # saved with ev = TRACE_EV
     hdr = t[:, 0, TRACE_MAXK - 1]
     ctas = [c for c in range(TIMELINE_CTAS) if hdr[c, 0] != 0]
     if not ctas:
@@ -310,7 +311,7 @@ def run(out: Path, timeline: bool = False) -> None:
                 torch.cuda.synchronize()
                 key = f"{name}, L2 flushed" if cold else name
                 results[key] = dict(trace=S.TRACE_BUF.cpu().clone(), blocks=cfg.blocks, wgs=cfg.consumer_wgs, ok=ok,
-                                    timeline=timeline)
+                                    timeline=timeline, ev=TRACE_EV)
                 table = timeline_table(results[key]) if timeline else gap_table(results[key])
                 print(f"{key}: {'ok' if ok else 'MISMATCH'}\n{table}", flush=True)
         torch.save(results, out)
