@@ -132,6 +132,9 @@ def test_work_units_cover_every_k_tile_once(seed, stream_k):
     assert all(len(r) == submission.RANGE_FIELDS for r in ranges)
     assert [units[r[0]:r[p]] for r in ranges] == [list(c) for c in ws.ctas]
     assert [tuple(x - r[0] for x in r[:p]) for r in ranges] == list(ws.starts)
+    # CTA c's units at row c * unit_stride (the kernel prefetches that row before its ranges)
+    assert [r[0] for r in ranges] == [c * ws.unit_stride for c in range(len(ws.ctas))]
+    assert len(units) == len(ws.ctas) * ws.unit_stride >= sum(map(len, ws.ctas))
 
 
 @pytest.mark.parametrize("seed", range(12))
