@@ -45,7 +45,7 @@ TIMELINE_CTAS = 132
 TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
 # per-CTA points of a timeline, in the last K-tile slot of the CTA's warp 0
 CTA_EVENTS = {0: "kernel entry", 3: "barriers ready", 4: "schedule read", 5: "producer unit read",
-              1: "first TMA issue", 2: "CTA end"}
+              1: "first TMA issue", 6: "first stage issued", 2: "CTA end"}
 TILE_DATA_EVENT = 24  # a tile's first stage has landed (consumer, after its wait)
 
 
@@ -134,6 +134,8 @@ def traced_source(src: str, timeline: bool = False) -> str:
         sm90 = _insert_after(sm90, r"^\s+ab_pipeline\.producer_acquire\(state\)$",
                              "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 1)",
                              before=True)
+        sm90 = _insert_after(sm90, r"^                ab_pipeline\.producer_commit\(state\)$",
+                             "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 6)")
         sm90 = _insert_after(sm90, r"^\s+bulk_wait_read\(Int32\(tidx % 128 == 0\)\)$",
                              "if tidx == 0:\n            trace_cta(split[1], self.wgs * 4, 2)")
         src = pre + sep + sm90
@@ -228,7 +230,7 @@ def timeline_table(rec: dict) -> str:
         return "  (no CTAs recorded)"
     t0 = min(int(hdr[c, 0]) for c in ctas)
     points = {name: [] for name in ("kernel entry", "barriers ready", "schedule read", "first tile start",
-                                    "producer unit read", "first TMA issue", "first stage landed",
+                                    "producer unit read", "first TMA issue", "first stage issued", "first stage landed",
                                     "K-tile 0 tokens ready", "first wgmma issued",
                                     "last wait_group(0)", "last epilogue done", "CTA end")}
     steady = []
