@@ -94,3 +94,20 @@ def test_host_functions_and_legality():
     assert S.choose_sm90_config([(128, 4096, 7168, 1)], 132) == S.make_sm90_config(256, stream_k=True, narrow=(64,))
     # 128 tiles of 12 K-tiles (shape 3): nothing to balance, whole 128-row tiles
     assert S.choose_sm90_config([(128, 4096, 1536, 1), (384, 4096, 1536, 1)], 132) == S.make_sm90_config(128, narrow=(64,))
+
+
+def test_tma_probe_compiles_with_six_timed_loads(tmp_path):
+    """tools/tma_probe.py (an H200 measurement) builds on the kernel's own TMA and fence
+    helpers: it must still compile for sm_90a, with its six loads, each waited for."""
+    code = (
+        "import sys; sys.path.insert(0, 'tools')\n"
+        "import tma_probe as T, submission as S, cutlass.cute as cute\n"
+        "cute.compile(T.build_probe(S), S.fake_ptr(S.cutlass.Int64, 128), S.fake_ptr(S.cutlass.Int32),"
+        " S.make_fake_stream())\n"
+    )
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
+    ptx = "".join(Path(p).read_text() for p in glob.glob(str(tmp_path / "*.ptx")))
+    assert ptx.count("cp.async.bulk.tensor.2d") == 6
+    assert ptx.count("mbarrier.try_wait.parity") == 6
+    assert ptx.count("fence.proxy.tensormap::generic.acquire") == 1
