@@ -2763,20 +2763,6 @@ def prefetch_l1(addr: Int64, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def prefetch_tensor_l2(desc: Int64, c0: Int32, c1: Int32, *, loc=None, ip=None) -> None:
-    """The box at (c0, c1) of a 2D tensor map, into L2 only (no smem, no barrier)."""
-    _asm_effect(
-        [_v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip), _v(Int32(c1), loc, ip)],
-        "cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$0, {$1, $2}];", "l,r,r", loc, ip,
-    )
-
-
-@dsl_user_op
-def bulk_prefetch_l2(src: Int64, size: int, *, loc=None, ip=None) -> None:
-    _asm_effect([_v(Int64(src), loc, ip)], f"cp.async.bulk.prefetch.L2.global [$0], {size};", "l", loc, ip)
-
-
-@dsl_user_op
 def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
     _asm_effect(
         [_v(Int64(desc), loc, ip)],
@@ -3108,27 +3094,22 @@ class Sm90Fp4GroupedGemm:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
         )
-        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
-        mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))
-        bidx, _, _ = cute.arch.block_idx()
-        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((RANGE_FIELDS, 1 << 20), stride=(1, RANGE_FIELDS)))
-        mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
         if cutlass.const_expr(self.cfg.pdl):
             # Programmatic dependent launch: this grid may start while the previous kernel
             # on the stream (the previous call's GEMM) still runs, so that its launch and
-            # the setup above overlap that kernel's tail. No input is read before the
-            # wait: the previous kernel may be the one that wrote the inputs. Prefetches
-            # to L2 are not reads (L2 is where every SM's writes land), so the first
-            # stages are prefetched while this CTA waits (prefetch_first_stages).
+            # the setup above overlap that kernel's tail. Nothing in global memory is read
+            # before the wait: the previous kernel may be the one that wrote the inputs.
             # The trigger right after lets the next call's grid queue behind this one in
             # turn; its CTAs only fit on an SM once a CTA of this grid has left it.
-            if warp_idx == self.producer_warp:
-                if cute.arch.lane_idx() == 0:
-                    self.prefetch_first_stages(mSizes, mPtrs, mUnits, tmaps_ptr, unit_stride)
             cute.arch.griddepcontrol_wait()
             cute.arch.griddepcontrol_launch_dependents()
 
+        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
+        mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))
         # this CTA's work units (WorkSchedule.tables): phase p is [span[p], span[p + 1])
+        bidx, _, _ = cute.arch.block_idx()
+        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((RANGE_FIELDS, 1 << 20), stride=(1, RANGE_FIELDS)))
+        mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
         span = tuple(mRanges[i, bidx] for i in range(len(self.cfg.widths) + 1))
         split = (partials_ptr, flags_ptr)
 
@@ -3182,9 +3163,27 @@ class Sm90Fp4GroupedGemm:
         tmaps0 = tmaps_ptr.toint()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         for u in cutlass.range(span[0], span[-1], unroll=1):
-            desc_a, desc_b, row_a, row_b, sfa_src, sfb_src = self.unit_sources(mSizes, mPtrs, mUnits, tmaps0, u)
+            g = mUnits[0, u]
+            tm = mUnits[1, u]
+            tn = mUnits[2, u]
+            n = mSizes[1, g]
+            rest_k = mSizes[2, g] // 64
+            desc_a = tmaps0 + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES)
+            desc_b = desc_a + SM90_DESC_BYTES
             tensormap_acquire(desc_a)
             tensormap_acquire(desc_b)
+            row_a = tm * self.tile_m
+            row_b = tn * self.tile_n
+            # the 128-row scale blocks of this tile, at K-atom 0: 2 atoms (1 KB) per K-tile.
+            # A weight block past the group's last one (N not a multiple of tile_n) copies
+            # the last block again, so every stage's byte count stays tx_bytes; its rows
+            # multiply TMA's zero-filled rows into outputs that are never stored.
+            sfa_src = mPtrs[2, g] + Int64((row_a // 128) * rest_k) * SF_ATOM_BYTES
+            last_mb = (n + 127) // 128 - 1
+            sfb_src = [
+                mPtrs[3, g] + Int64(cutlass.min(row_b // 128 + b, last_mb) * rest_k) * SF_ATOM_BYTES
+                for b in range(self.cfg.sf_blocks)
+            ]
             for kt in cutlass.range(mUnits[3, u], mUnits[4, u], unroll=1):
                 ab_pipeline.producer_acquire(state)
                 mbar = ab_pipeline.producer_get_barrier(state).toint()
@@ -3201,52 +3200,6 @@ class Sm90Fp4GroupedGemm:
                 ab_pipeline.producer_commit(state)
                 state.advance()
         ab_pipeline.producer_tail(state)
-
-    @cute.jit
-    def unit_sources(self, mSizes, mPtrs, mUnits, tmaps0, u):
-        """What unit u's loads address: its group's A and B descriptors, the tile's first
-        token and weight rows, and the scale slabs' sources at K-atom 0 (2 atoms, 1 KB,
-        per K-tile and 128 rows). A weight block past the group's last one (N not a
-        multiple of tile_n) copies the last block again, so every stage's byte count stays
-        tx_bytes; its rows multiply TMA's zero-filled rows into outputs never stored."""
-        g = mUnits[0, u]
-        n = mSizes[1, g]
-        rest_k = mSizes[2, g] // 64
-        desc_a = tmaps0 + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES)
-        row_a = mUnits[1, u] * self.tile_m
-        row_b = mUnits[2, u] * self.tile_n
-        sfa_src = mPtrs[2, g] + Int64((row_a // 128) * rest_k) * SF_ATOM_BYTES
-        last_mb = (n + 127) // 128 - 1
-        sfb_src = [
-            mPtrs[3, g] + Int64(cutlass.min(row_b // 128 + b, last_mb) * rest_k) * SF_ATOM_BYTES
-            for b in range(self.cfg.sf_blocks)
-        ]
-        return desc_a, desc_a + SM90_DESC_BYTES, row_a, row_b, sfa_src, sfb_src
-
-    @cute.jit
-    def prefetch_first_stages(self, mSizes, mPtrs, mUnits, tmaps_ptr, unit_stride):
-        """Before the programmatic-launch wait: prefetches to L2 the first `stages` K-tiles
-        (tokens, weights, scales) of this CTA's first unit and of CTA grid - 1 - bidx's.
-        A first TMA load from DRAM takes 1.2-1.7 us against 0.22-0.29 us from L2
-        (tools/tma_probe.py). The CTAs that get an SM last, when the previous grid's last
-        CTAs leave, are the highest-numbered, and the lowest-numbered ones start first and
-        wait longest, so each also prefetches for its mirror. Prefetches are hints: a
-        descriptor not yet written (a new pointer set) only prefetches the wrong lines."""
-        bidx, _, _ = cute.arch.block_idx()
-        grid, _, _ = cute.arch.grid_dim()
-        for cta in (bidx, grid - 1 - bidx):
-            u = cta * unit_stride
-            desc_a, desc_b, row_a, row_b, sfa_src, sfb_src = self.unit_sources(
-                mSizes, mPtrs, mUnits, tmaps_ptr.toint(), u)
-            for i in cutlass.range_constexpr(self.stages):
-                kt = mUnits[3, u] + i
-                if kt < mUnits[4, u]:
-                    prefetch_tensor_l2(desc_a, kt * self.row_bytes, row_a)
-                    prefetch_tensor_l2(desc_b, kt * self.row_bytes, row_b)
-                    koff = Int64(kt) * (2 * SF_ATOM_BYTES)
-                    bulk_prefetch_l2(sfa_src + koff, self.sfa_stage_bytes)
-                    for b in cutlass.range_constexpr(self.cfg.sf_blocks):
-                        bulk_prefetch_l2(sfb_src[b] + koff, 2 * SF_ATOM_BYTES)
 
     # ---------------- consumers ----------------
     @cute.jit

@@ -44,14 +44,9 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "stmatrix.sync.aligned.m8n8.x4.trans" in ptx and "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
-    # programmatic dependent launch: before the grid dependency wait, no input reaches
-    # smem or registers and nothing is stored; only L2 prefetches of the first stages
-    # (prefetch_first_stages) and reads of the host-written schedule tables come first
+    # programmatic dependent launch: no global load may come before the grid dependency wait
     wait = ptx.index("griddepcontrol.wait;")
-    head = ptx[:wait]
-    bulk = [line for line in head.splitlines() if "cp.async.bulk" in line]
-    assert bulk and all(".prefetch." in line and ".L2." in line for line in bulk), bulk
-    assert "st.global" not in head
+    assert "ld.global" not in ptx[:wait] and "cp.async.bulk" not in ptx[:wait]
 
 
 @pytest.mark.slow

@@ -129,7 +129,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
         sm90 = _insert_after(sm90, r"^        span = tuple\(mRanges\[i, bidx\]",
                              "if tidx == 0 and span[0] >= 0:\n            trace_cta(flags_ptr, self.wgs * 4, 4)")
         sm90 = _insert_after(sm90, r"^            tensormap_acquire\(desc_a\)$",
-                             "if lane == 0 and u == span[0] and sfa_src != 0:\n"
+                             "if lane == 0 and u == span[0] and n + rest_k >= 0:\n"
                              "                trace_cta(flags_ptr, self.wgs * 4, 5)", before=True)
         sm90 = _insert_after(sm90, r"^\s+ab_pipeline\.producer_acquire\(state\)$",
                              "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 1)",
