@@ -13,7 +13,8 @@ K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
     python tools/sm90_trace.py show timeline.pt
 
 `timeline` stamps %globaltimer (ns, one clock for all SMs) instead, in every CTA, and adds
-three per-CTA points: kernel entry, the producer's first TMA issue, the CTA's end. Its
+the per-CTA points of CTA_EVENTS (kernel entry .. CTA end) and a tile's first-stage landing
+(TILE_DATA_EVENT). Its
 table places a CTA's points on one axis from the grid's first entry: where a kernel's
 fixed cost (pipeline fill, first-tile prologue, epilogue, tail) goes. Traced kernels use the
 split-K flags pointer for the buffer, so the cases are whole-tile configs only.
@@ -229,13 +230,16 @@ def timeline_table(rec: dict) -> str:
     if not ctas:
         return "  (no CTAs recorded)"
     t0 = min(int(hdr[c, 0]) for c in ctas)
+
+    def rel(x) -> float:  # us after the first entry (the low 32 bits of the ns clock)
+        return ((int(x) - t0) & 0xFFFFFFFF) / 1000.0
+
     points = {name: [] for name in ("kernel entry", "barriers ready", "schedule read", "first tile start",
                                     "producer unit read", "first TMA issue", "first stage issued", "first stage landed",
                                     "K-tile 0 tokens ready", "first wgmma issued",
                                     "last wait_group(0)", "last epilogue done", "CTA end")}
     steady = []
     for c in ctas:
-        rel = lambda x: ((int(x) - t0) & 0xFFFFFFFF) / 1000.0  # noqa: E731
         kts = [k for k in range(TRACE_MAXK - 1) if t[c, 0, k, 0] != 0]
         for e, name in CTA_EVENTS.items():
             if hdr[c, e] != 0:
