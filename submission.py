@@ -2376,20 +2376,22 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
 
 
 def sm90_token_split(rows: int) -> tuple[int, int]:
-    """(threads per token row, packed 16-byte chunks each decodes) when the consumer threads
-    decode a tile's `rows` token rows: 2 x 2 chunks at 128 rows (all 256 threads) and at 96
-    (192), 4 x 1 at 64 (256) and at 32 (128)."""
+    """(threads per token row, words of each packed 16-byte chunk that each decodes) when
+    the consumer threads decode a tile's `rows` token rows: every thread takes the same
+    words of all 4 chunks of its row, so that the 4 chunks' P[i] make one 16-byte store
+    (sm90_token_slot). 2 x 2 words at 128 rows (all 256 threads) and at 96 (192), 4 x 1
+    at 64 (256) and at 32 (128)."""
     split = min(4, SM90_DECODER_THREADS // rows)
     return split, 4 // split
 
 
 def sm90_token_lane(tidx: int, rows: int) -> tuple[int, int]:
-    """(token row, chunk group) that consumer thread tidx decodes; the group's chunks are
-    cpt * group .. cpt * group + cpt - 1 (cpt = 4 // threads per row). A warp covers
-    32 / split rows; in every 8-lane phase of its 16-byte loads the lanes take one chunk
-    of 8 consecutive rows (distinct 16-byte bank groups under SW64), and in every
-    half-warp of its 8-byte stores (4-byte at 64 rows) 8 rows x all the chunk groups
-    (32 distinct banks under SW128)."""
+    """(token row, word group) that consumer thread tidx decodes; the group's words are
+    wpt * group .. wpt * group + wpt - 1 of every chunk (wpt = 4 // threads per row). A
+    warp covers 32 / split rows. Every 8-lane phase of its 16-byte stores is one group of 8
+    consecutive rows (8 distinct 16-byte bank groups under SW128); every half-warp of its
+    8-byte loads (the whole warp for the 4-byte ones at 64 rows) is 8 consecutive rows x
+    all the groups (32 distinct banks under SW64)."""
     split, _ = sm90_token_split(rows)
     warp, lane = tidx // 32, tidx % 32
     per_warp = 32 // split
@@ -2536,6 +2538,15 @@ def sm90_scale_selector(byte0: int, byte1: int) -> int:
     """prmt selector that makes bytes (byte0, byte0, byte1, byte1) of a scale word: each
     16-bit half is then one scale twice, which one cvt widens to its f16x2 multiplier."""
     return (byte0 | byte0 << 4) | (byte1 | byte1 << 4) << 8
+
+
+def sm90_token_scale_selector(group, wpt: int):
+    """prmt selector, for a token thread of word group `group` (sm90_token_lane), that turns
+    K-atom a's scale word into the scales of chunks 2a and 2a + 1 (sm90_scale_selector's
+    two halves). The thread's words lie in K-block 2q + h of chunk q (h = first word // 2):
+    byte 2 (q % 2) + h of the atom's word, so one selector serves both atoms. Works on host
+    ints and on kernel Int32s alike."""
+    return sm90_scale_selector(0, 2) + 0x1111 * ((wpt * group) // 2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -2827,9 +2838,10 @@ class Sm90Fp4GroupedGemm:
         4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
         blocks): wait_group(1) -> decode the weights into the free 8-register A fragment
         -> (first group: wait for every WG's arrival on kt's tokens) -> 2 wgmmas
-        after the first group: wait stage kt+1, LDS own share of its token rows, decode
-        and store words 0, 1 into the ring (the first two WGs only: a third stores no
-        tokens); after word 1's first group words 2, 3; one group later
+        after the first group: wait stage kt+1, LDS own words of its token row's 4
+        chunks, decode and store the first word into the ring, 16 bytes per P index (the
+        first two WGs only: a third stores no tokens); after word 1's first group the
+        second word (2 per thread at 96 and 128 rows, 1 at 32 and 64); one group later
         fence.proxy.async and arrive on the ring's full barrier of kt+1 (every consumer
         thread)
         after the last group: LDS own weight rows of stage kt+1, release that stage
@@ -3269,7 +3281,7 @@ class Sm90Fp4GroupedGemm:
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         # the first K-tile's tokens and weights, before any wgmma of the tile
         packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
-        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1, 2, 3))
+        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
         self.publish_tokens(tok_pipeline, tok_w)
         tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
@@ -3393,14 +3405,14 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def token_share(self, tidx, rows: int, rows_left):
         """This thread's share of a tile's token decode (the first 256 consumer threads, `rows`
-        static): chunks cpt * group .. + cpt - 1 of token row trow (sm90_token_lane). Word
-        w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to K-half w // 2 of the ring
-        buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under the SW128 XOR
-        (sm90_token_slot), 4 bytes at 4q: the thread's cpt chunks make one 4 cpt-byte store.
+        static): words wpt * group .. + wpt - 1 of the 4 chunks of token row trow
+        (sm90_token_lane). Word w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to
+        K-half w // 2 of the ring buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under
+        the SW128 XOR (sm90_token_slot), 4 bytes at 4q: the 4 chunks make one 16-byte store.
         `live` is warp-uniform: a warp whose rows all lie past the group's M skips the decode
         (its buffer rows keep stale values, which reach only accumulator columns that the
         epilogue never stores)."""
-        split, cpt = sm90_token_split(rows)
+        split, wpt = sm90_token_split(rows)
         # a third consumer WG (tile_n 192) reads the chunks of the first one, never stores
         dtid = tidx % SM90_DECODER_THREADS
         trow, group = sm90_token_lane(dtid, rows)
@@ -3408,43 +3420,43 @@ class Sm90Fp4GroupedGemm:
         live = (dtid // 32) * (32 // split) < rows_left
         if cutlass.const_expr(self.wgs > 2):
             live = live & (tidx < SM90_DECODER_THREADS)
-        return trow, group, cpt, live
+        return trow, group, wpt, live
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
-        """Waits for stage `ahead`; loads this thread's packed token chunks (16-byte loads)
-        and, per chunk, the scale word of its K-atom, then turns each word into the f16x2
-        scales of the chunk's two K-blocks (words 0-1, words 2-3). All loads issue before
-        the first conversion, so their latencies overlap."""
-        trow, group, cpt, _ = tok
+        """Waits for stage `ahead`; loads this thread's words of its row's 4 packed chunks
+        (8-byte loads, 4-byte at wpt = 1) and the scale words of the row's two K-atoms,
+        then turns those into the f16x2 scale of each chunk's K-block that the words lie in.
+        All loads issue before the first conversion, so their latencies overlap."""
+        trow, group, wpt, _ = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
-        packed, words = [], []
-        for c in cutlass.range_constexpr(cpt):
-            q = cpt * group + c
-            packed.append(ld_shared_v4(pk + sw64(trow, q)))
-            words.append(ld_shared_u32(sf + sm90_scale_word_offset(trow, q)))  # trow < 128: atom 0
-        scales = [scale_pair(words[c], self.chunk_scale_selector(cpt * group + c)) for c in range(cpt)]
-        return packed, scales
+        packed = []
+        for q in cutlass.range_constexpr(4):
+            addr = pk + sw64(trow, q) + 4 * wpt * group
+            packed.append(ld_shared_v2(addr) if wpt == 2 else [ld_shared_u32(addr)])
+        sel = sm90_token_scale_selector(group, wpt)
+        words = [ld_shared_u32(sf + sm90_scale_word_offset(trow, 2 * a)) for a in range(2)]  # trow < 128: atom 0
+        pairs = [scale_pair(words[a], sel) for a in range(2)]
+        return packed, [pairs[q // 2][q % 2] for q in range(4)]
 
     @cute.jit
     def store_token_words(self, storage, tok_w, tok, packed, scales, words):
-        """Words `words` (static) of this thread's chunks -> the ring buffer tok_w: per word
-        and P index one 8-byte store (4-byte at cpt = 1) of the chunks' P values."""
-        trow, group, cpt, live = tok
+        """This thread's words number `words` (static, 0 .. wpt - 1; others are skipped) of
+        its 4 chunks -> the ring buffer tok_w: per word and P index one 16-byte store of the
+        4 chunks' P values (half the stores of 2 chunks x 4 words, a quarter of 1 x 4)."""
+        trow, group, wpt, live = tok
         if live:
-            base = (storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
-                    + trow * 128 + 4 * cpt * group)
+            base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes + trow * 128
             key = trow % 8
-            for w in words:
-                pq = [decode_e2m1_word(packed[c][w], scales[c][w // 2]) for c in range(cpt)]
-                for tt in cutlass.range_constexpr(4):
-                    addr = base + (w // 2) * (self.tile_m * 128) + (key ^ (4 * (w % 2) + tt)) * 16
-                    if cutlass.const_expr(cpt == 2):
-                        st_shared_v2(addr, pq[0][tt], pq[1][tt])
-                    else:
-                        st_shared_u32(addr, pq[0][tt])
+            for i in words:
+                if cutlass.const_expr(i < wpt):
+                    w = wpt * group + i
+                    pq = [decode_e2m1_word(packed[q][i], scales[q]) for q in range(4)]
+                    for tt in cutlass.range_constexpr(4):
+                        addr = base + (w // 2) * (self.tile_m * 128) + (key ^ (4 * (w % 2) + tt)) * 16
+                        st_shared_v4(addr, pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
 
     @cute.jit
     def publish_tokens(self, tok_pipeline, tok_w):
@@ -3504,12 +3516,13 @@ class Sm90Fp4GroupedGemm:
             if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
                     packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
-                # words 0, 1 after the first group, 2, 3 after the next word's first group;
+                # this thread's first word after the first group, its second (wpt 2) after
+                # the next word's first group;
                 # the fence and arrive one group later (the stores have completed by then,
                 # so the proxy fence does not wait for them), after a wait_group that
                 # retired all of kt - 1
                 if cutlass.const_expr(g % self.blocks == 0 and j < 2):
-                    self.store_token_words(storage, tok_w, tok, packed, scales, (2 * j, 2 * j + 1))
+                    self.store_token_words(storage, tok_w, tok, packed, scales, (j,))
                 if cutlass.const_expr(g == self.blocks + 1):
                     self.publish_tokens(tok_pipeline, tok_w)
                 if cutlass.const_expr(g == groups - 1):

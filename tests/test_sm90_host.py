@@ -163,36 +163,70 @@ def test_c_staging_stmatrix_rows_are_bank_conflict_free():
             assert len(groups) == 8
 
 
-def test_token_lanes_cover_every_row_and_chunk_once_without_bank_conflicts():
-    """All 256 consumer threads share a tile's token decode: (row, chunk) pairs are covered
-    exactly once; each 8-lane phase of the 16-byte loads reads one chunk of 8 consecutive
-    rows (8 distinct 16-byte bank groups under SW64); each half-warp of the 8-byte stores
-    (the whole warp for the 4-byte ones at 64 rows) hits 32 distinct banks under SW128."""
+def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts():
+    """All 256 consumer threads share a tile's token decode: (row, chunk, word) triples are
+    covered exactly once, each thread taking the same words of all 4 chunks of its row;
+    each half-warp of the 8-byte loads (the whole warp for the 4-byte ones) hits 32
+    distinct banks under SW64, and each 8-lane phase of the 16-byte stores 8 distinct
+    16-byte bank groups under SW128."""
     for rows in (128, 96, 64, 32):
-        split, cpt = S.sm90_token_split(rows)
+        split, wpt = S.sm90_token_split(rows)
+        assert split * wpt == 4
         seen = []
         lanes = [S.sm90_token_lane(t, rows) for t in range(S.SM90_DECODER_THREADS)]
         for t, (row, group) in enumerate(lanes):
             # the kernel's `live`: a warp decodes only if its first row is a tile row
             if (t // 32) * (32 // split) < rows:
-                seen += [(row, cpt * group + c) for c in range(cpt)]
-        assert sorted(seen) == [(r, q) for r in range(rows) for q in range(4)]
+                seen += [(row, q, wpt * group + i) for q in range(4) for i in range(wpt)]
+        assert sorted(seen) == [(r, q, w) for r in range(rows) for q in range(4) for w in range(4)]
         for warp in range(S.SM90_DECODER_THREADS // 32):
             w = lanes[32 * warp: 32 * warp + 32]
-            for c in range(cpt):
-                for ph in range(4):  # 16-byte loads: 8 lanes per phase
-                    groups = {(S.sw64(r, cpt * g + c) % 128) // 16 for r, g in w[8 * ph: 8 * ph + 8]}
-                    assert len(groups) == 8, (rows, warp, c, ph)
-            for word in range(4):
+            n = 16 if wpt == 2 else 32  # 8-byte loads: half-warps; 4-byte: the warp
+            for q in range(4):
+                for ph in range(32 // n):
+                    banks = []
+                    for r, g in w[n * ph: n * ph + n]:
+                        start = (S.sw64(r, q) + 4 * wpt * g) // 4
+                        banks += [(start + i) % 32 for i in range(wpt)]
+                    assert len(set(banks)) == 32, (rows, warp, q, ph)
+            for i in range(wpt):
                 for tt in range(4):
-                    for ph in range(2 if cpt == 2 else 1):  # 8-byte: half-warps; 4-byte: warp
-                        n = 16 if cpt == 2 else 32
-                        banks = []
-                        for r, g in w[n * ph: n * ph + n]:
+                    for ph in range(4):  # 16-byte stores: 8 lanes per phase
+                        slots = set()
+                        for r, g in w[8 * ph: 8 * ph + 8]:
+                            word = wpt * g + i
                             chunk = (r % 8) ^ (4 * (word % 2) + tt)
-                            start = (r * 128 + chunk * 16 + 4 * cpt * g) // 4
-                            banks += [(start + i) % 32 for i in range(cpt)]
-                        assert len(set(banks)) == 32, (rows, warp, word, tt, ph)
+                            half = word // 2
+                            slots.add(((half * rows * 128 + r * 128 + chunk * 16) % 128) // 16)
+                        assert len(slots) == 8, (rows, warp, i, tt, ph)
+
+
+def _prmt(a: int, b: int, sel: int) -> int:
+    """PTX prmt.b32 (default mode): byte k of the result is byte sel[4k..4k+2] of {b, a}."""
+    src = a | b << 32
+    out = 0
+    for k in range(4):
+        n = (sel >> 4 * k) & 0xF
+        byte = (src >> 8 * (n & 7)) & 0xFF
+        out |= (0xFF if n & 8 and byte & 0x80 else 0 if n & 8 else byte) << 8 * k
+    return out
+
+
+def test_token_scale_selector_picks_each_words_k_block():
+    """scale_pair(word of K-atom a, sm90_token_scale_selector(g, wpt)) gives, in its low half,
+    chunk 2a's scale byte twice and in its high half chunk 2a + 1's: the K-block that each
+    of the thread's words of that chunk lies in (word w of chunk q: K 32q + 8w .., K-block
+    2q + w // 2). The atom's word holds K-blocks 4a .. 4a + 3 in bytes 0 .. 3."""
+    word = 0x44332211  # K-block 4a + i scale = byte i = 0x11 (i + 1)
+    for rows in (128, 96, 64, 32):
+        split, wpt = S.sm90_token_split(rows)
+        for g in range(split):
+            picked = _prmt(word, 0, S.sm90_token_scale_selector(g, wpt))
+            for q in range(4):
+                half = (picked >> 16 * (q % 2)) & 0xFFFF
+                for w in range(wpt * g, wpt * g + wpt):
+                    kb = 2 * q + w // 2 - 4 * (q // 2)
+                    assert half == ((kb + 1) * 0x11) * 0x101, (rows, g, q, w)
 
 
 def test_fragment_index_matches_the_wgmma_register_order():
