@@ -3273,7 +3273,7 @@ class Sm90Fp4GroupedGemm:
         m = mSizes[0, g]
         k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
-        tok = self.token_share(tidx, rows, m - row_a)
+        tok = self.token_share(tidx, rows)
         wgt = self.weight_share(tidx, tn)
         ahead, tok_w, tok_r = states
         for a in acc:
@@ -3403,23 +3403,24 @@ class Sm90Fp4GroupedGemm:
         return Int32(sm90_scale_selector(0, 1)) + Int32(0x2222) * (q % 2)
 
     @cute.jit
-    def token_share(self, tidx, rows: int, rows_left):
+    def token_share(self, tidx, rows: int):
         """This thread's share of a tile's token decode (the first 256 consumer threads, `rows`
         static): words wpt * group .. + wpt - 1 of the 4 chunks of token row trow
         (sm90_token_lane). Word w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to
         K-half w // 2 of the ring buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under
         the SW128 XOR (sm90_token_slot), 4 bytes at 4q: the 4 chunks make one 16-byte store.
-        `live` is warp-uniform: a warp whose rows all lie past the group's M skips the decode
-        (its buffer rows keep stale values, which reach only accumulator columns that the
-        epilogue never stores)."""
-        split, wpt = sm90_token_split(rows)
-        # a third consumer WG (tile_n 192) reads the chunks of the first one, never stores
+        Every thread decodes and stores, also rows past the group's M (TMA zero-filled) or
+        past a narrow phase's width (never read at its wgmma N): a warp-uniform skip of
+        those cost ptxas a branch around the stores that it paid for on every K-tile (K-loop
+        534 -> 504 SASS instructions at tile_n 256 stream-K without it, 353 -> 348 at 128).
+        `live` is None (static: store) with two consumer WGs; a third one (tile_n 192)
+        reads the chunks of the first one and never stores."""
+        _, wpt = sm90_token_split(rows)
         dtid = tidx % SM90_DECODER_THREADS
         trow, group = sm90_token_lane(dtid, rows)
-        # the warp's first row: the warp covers 32 // split consecutive rows from there
-        live = (dtid // 32) * (32 // split) < rows_left
+        live = None
         if cutlass.const_expr(self.wgs > 2):
-            live = live & (tidx < SM90_DECODER_THREADS)
+            live = tidx < SM90_DECODER_THREADS
         return trow, group, wpt, live
 
     @cute.jit
@@ -3447,16 +3448,22 @@ class Sm90Fp4GroupedGemm:
         its 4 chunks -> the ring buffer tok_w: per word and P index one 16-byte store of the
         4 chunks' P values (half the stores of 2 chunks x 4 words, a quarter of 1 x 4)."""
         trow, group, wpt, live = tok
-        if live:
-            base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes + trow * 128
-            key = trow % 8
-            for i in words:
-                if cutlass.const_expr(i < wpt):
-                    w = wpt * group + i
-                    pq = [decode_e2m1_word(packed[q][i], scales[q]) for q in range(4)]
-                    for tt in cutlass.range_constexpr(4):
-                        addr = base + (w // 2) * (self.tile_m * 128) + (key ^ (4 * (w % 2) + tt)) * 16
-                        st_shared_v4(addr, pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+        if cutlass.const_expr(live is None):
+            self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
+        elif live:
+            self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
+
+    @cute.jit
+    def _store_token_words(self, storage, tok_w, trow, group, wpt: int, packed, scales, words):
+        base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes + trow * 128
+        key = trow % 8
+        for i in words:
+            if cutlass.const_expr(i < wpt):
+                w = wpt * group + i
+                pq = [decode_e2m1_word(packed[q][i], scales[q]) for q in range(4)]
+                for tt in cutlass.range_constexpr(4):
+                    addr = base + (w // 2) * (self.tile_m * 128) + (key ^ (4 * (w % 2) + tt)) * 16
+                    st_shared_v4(addr, pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
 
     @cute.jit
     def publish_tokens(self, tok_pipeline, tok_w):
