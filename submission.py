@@ -3455,15 +3455,24 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def _store_token_words(self, storage, tok_w, trow, group, wpt: int, packed, scales, words):
-        base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes + trow * 128
-        key = trow % 8
+        # the buffer's base is uniform and each store's offset a loop-invariant thread value,
+        # so ptxas addresses every STS as [R + UR] (8 address adds per K-tile fewer)
+        base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
+        offs = self.token_store_offsets(trow, group, wpt)
         for i in words:
             if cutlass.const_expr(i < wpt):
-                w = wpt * group + i
                 pq = [decode_e2m1_word(packed[q][i], scales[q]) for q in range(4)]
                 for tt in cutlass.range_constexpr(4):
-                    addr = base + (w // 2) * (self.tile_m * 128) + (key ^ (4 * (w % 2) + tt)) * 16
-                    st_shared_v4(addr, pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+                    st_shared_v4(base + offs[i][tt], pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+
+    @cute.jit
+    def token_store_offsets(self, trow, group, wpt: int):
+        """Byte offsets in a ring buffer of this thread's 16-byte token stores, by local word
+        i and P index tt: word w = wpt group + i goes to K-half w // 2, row trow, chunk
+        (trow % 8) ^ (4 (w % 2) + tt) (token_share)."""
+        key = trow % 8
+        return [[trow * 128 + ((wpt * group + i) // 2) * (self.tile_m * 128)
+                 + (key ^ (4 * ((wpt * group + i) % 2) + tt)) * 16 for tt in range(4)] for i in range(wpt)]
 
     @cute.jit
     def publish_tokens(self, tok_pipeline, tok_w):
@@ -3480,9 +3489,11 @@ class Sm90Fp4GroupedGemm:
         w_off, sf_off, sel = wgt
         pkB = storage.sPkB.data_ptr().toint() + state.index * self.b_stage_bytes
         sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
-        wm = [[ld_shared_v4(pkB + w_off + 64 * (self.block_rows * b + 8 * h)) for h in range(2)]
+        # uniform stage base + loop-invariant thread offset: ptxas addresses each LDS as
+        # [R + UR], with no per-K-tile address arithmetic
+        wm = [[ld_shared_v4(pkB + (w_off + 64 * (self.block_rows * b + 8 * h))) for h in range(2)]
               for b in range(self.blocks)]
-        sc = [[scale_pair(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
+        sc = [[scale_pair(ld_shared_u32(sfB + (sf_off + 1024 * b + 128 * h)), sel)
                for h in range(2)] for b in range(self.blocks)]
         return wm, sc
 
