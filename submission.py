@@ -3455,15 +3455,32 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def _store_token_words(self, storage, tok_w, trow, group, wpt: int, packed, scales, words):
-        # the buffer's base is uniform and each store's offset a loop-invariant thread value,
-        # so ptxas addresses every STS as [R + UR] (8 address adds per K-tile fewer)
         base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
-        offs = self.token_store_offsets(trow, group, wpt)
+        if cutlass.const_expr(self.uniform_addressing):
+            offs = self.token_store_offsets(trow, group, wpt)
+        else:
+            base = base + trow * 128
         for i in words:
             if cutlass.const_expr(i < wpt):
                 pq = [decode_e2m1_word(packed[q][i], scales[q]) for q in range(4)]
+                w = wpt * group + i
                 for tt in cutlass.range_constexpr(4):
-                    st_shared_v4(base + offs[i][tt], pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+                    if cutlass.const_expr(self.uniform_addressing):
+                        addr = base + offs[i][tt]
+                    else:
+                        addr = base + (w // 2) * (self.tile_m * 128) + ((trow % 8) ^ (4 * (w % 2) + tt)) * 16
+                    st_shared_v4(addr, pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+
+    @property
+    def uniform_addressing(self) -> bool:
+        """Whether the token stores and weight loads keep the buffer's uniform base apart
+        from a loop-invariant thread offset, so that ptxas addresses them as [R + UR]: at
+        one m64 block per WG (tile_n 128, 192). There it took 9 SASS instructions off the
+        K-loop (348 -> 339) and measured 31.3 / 15.7 against 32.7 / 16.3 us on shapes 2 / 3;
+        at tile_n 256 it took 12 off (504 -> 492) but ran shapes 0 / 1 at 110.7 / 70.3
+        against 109.8 / 69.7 us (two alternating rounds each, notes/measurements.md,
+        2026-12-01, eighth session, run 6), so 256 adds the offsets per access."""
+        return self.blocks == 1
 
     @cute.jit
     def token_store_offsets(self, trow, group, wpt: int):
@@ -3489,12 +3506,16 @@ class Sm90Fp4GroupedGemm:
         w_off, sf_off, sel = wgt
         pkB = storage.sPkB.data_ptr().toint() + state.index * self.b_stage_bytes
         sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
-        # uniform stage base + loop-invariant thread offset: ptxas addresses each LDS as
-        # [R + UR], with no per-K-tile address arithmetic
-        wm = [[ld_shared_v4(pkB + (w_off + 64 * (self.block_rows * b + 8 * h))) for h in range(2)]
-              for b in range(self.blocks)]
-        sc = [[scale_pair(ld_shared_u32(sfB + (sf_off + 1024 * b + 128 * h)), sel)
-               for h in range(2)] for b in range(self.blocks)]
+        if cutlass.const_expr(self.uniform_addressing):
+            wm = [[ld_shared_v4(pkB + (w_off + 64 * (self.block_rows * b + 8 * h))) for h in range(2)]
+                  for b in range(self.blocks)]
+            sc = [[scale_pair(ld_shared_u32(sfB + (sf_off + 1024 * b + 128 * h)), sel)
+                   for h in range(2)] for b in range(self.blocks)]
+        else:
+            wm = [[ld_shared_v4(pkB + w_off + 64 * (self.block_rows * b + 8 * h)) for h in range(2)]
+                  for b in range(self.blocks)]
+            sc = [[scale_pair(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
+                   for h in range(2)] for b in range(self.blocks)]
         return wm, sc
 
     @cute.jit
