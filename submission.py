@@ -2610,22 +2610,6 @@ def st_shared_v4(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def st_shared_v2(addr: Int32, v0, v1, *, loc=None, ip=None) -> None:
-    _asm_effect(
-        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1)],
-        "st.shared.v2.b32 [$0], {$1, $2};", "r,r,r,~{memory}", loc, ip,
-    )
-
-
-@dsl_user_op
-def st_shared_u32(addr: Int32, v0, *, loc=None, ip=None) -> None:
-    _asm_effect(
-        [_v(Int32(addr), loc, ip), _v(Uint32(v0), loc, ip)],
-        "st.shared.b32 [$0], $1;", "r,r,~{memory}", loc, ip,
-    )
-
-
-@dsl_user_op
 def scale_pair(word: Uint32, selector, *, loc=None, ip=None):
     """The two E4M3 scales s0, s1 that prmt `selector` (sm90_scale_selector) picks from
     `word` -> the f16x2 values (s0, s0) and (s1, s1): one prmt and two cvts (every E4M3

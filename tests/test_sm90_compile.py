@@ -44,6 +44,10 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "stmatrix.sync.aligned.m8n8.x4.trans" in ptx and "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    # the decoded tokens are the only generic-proxy shared stores, 16 bytes each (the 4 chunks'
+    # P values of one word, token_share)
+    stores = re.findall(r"\bst\.shared[\w:.]*", ptx)
+    assert stores and set(stores) == {"st.shared.v4.b32"}, sorted(set(stores))
     # programmatic dependent launch: no global load may come before the grid dependency wait
     wait = ptx.index("griddepcontrol.wait;")
     assert "ld.global" not in ptx[:wait] and "cp.async.bulk" not in ptx[:wait]
