@@ -4,6 +4,12 @@ own cubin, and the instruction mix of every loop that issues wgmmas (per iterati
 
     python tools/sm90_sass.py                 # the default config
     python tools/sm90_sass.py tile_n=256      # Sm90Config fields as key=value
+    python tools/sm90_sass.py --module build/old/submission.py tile_n=256   # another file
+    python tools/sm90_sass.py --same-ptx-as build/old/submission.py tile_n=256
+
+--same-ptx-as compiles the config from both files and says whether the kernels' PTX is the
+same once the DSL's object names are masked: a kernel that is PTX-identical to a measured
+one needs no new measurement.
 
 Needs ptxas (CUDA toolkit) for the register report and cuobjdump for the SASS; cuobjdump
 comes with `pip install nvidia-cuda-cuobjdump` (found through CUOBJDUMP or that package).
@@ -65,15 +71,46 @@ def wgmma_loops(sass: str):
         yield lo, addr, ops
 
 
+def compile_config(module: Path, cfg: str, tmp: str) -> tuple[str, str]:
+    """(ptx path, cubin path) of the GEMM kernel of `cfg` compiled from `module` into tmp."""
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=tmp)
+    code = (f"import sys\nsys.path.insert(0, {str(module.parent)!r})\nimport submission as S\n"
+            f"assert S.__file__ == {str(module)!r}, S.__file__\n"
+            f"S.compile_sm90(S.make_sm90_config({cfg}), 8)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+    ptx = [p for p in glob.glob(f"{tmp}/*.ptx") if "__call__" in p][0]
+    cubin = [p for p in glob.glob(f"{tmp}/*.cubin") if "__call__" in p][0]
+    return ptx, cubin
+
+
+def masked_ptx(path: str) -> str:
+    """The PTX without what differs between identical builds: object addresses in names,
+    comments."""
+    text = Path(path).read_text()
+    return re.sub(r"//.*", "", re.sub(r"object_at_[0-9a-fA-Fx_]+", "OBJ", text))
+
+
 def main() -> int:
-    kw = dict(item.split("=") for item in sys.argv[1:])
+    args = sys.argv[1:]
+    module, other = ROOT / "submission.py", None
+    for flag in ("--module", "--same-ptx-as"):
+        if flag in args:
+            i = args.index(flag)
+            path = Path(args[i + 1]).resolve()
+            args = args[:i] + args[i + 2:]
+            if flag == "--module":
+                module = path
+            else:
+                other = path
+    kw = dict(item.split("=") for item in args)
     cfg = ", ".join(f"{k}={v}" for k, v in kw.items())
+    if other is not None:
+        with tempfile.TemporaryDirectory() as t1, tempfile.TemporaryDirectory() as t2:
+            same = masked_ptx(compile_config(module, cfg, t1)[0]) == masked_ptx(compile_config(other, cfg, t2)[0])
+        print(f"{module} and {other}, config ({cfg}): PTX {'identical' if same else 'DIFFERENT'}")
+        return 0 if same else 1
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=tmp)
-        code = f"import submission as S\nS.compile_sm90(S.make_sm90_config({cfg}), 8)\n"
-        subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
-        ptx = [p for p in glob.glob(f"{tmp}/*.ptx") if "__call__" in p][0]
-        cubin = [p for p in glob.glob(f"{tmp}/*.cubin") if "__call__" in p][0]
+        ptx, cubin = compile_config(module, cfg, tmp)
         ptxas = shutil.which("ptxas") or "/usr/local/bin/ptxas"
         if os.path.exists(ptxas):
             out = subprocess.run([ptxas, "-v", "-arch=sm_90a", ptx, "-o", f"{tmp}/k.cubin"],
