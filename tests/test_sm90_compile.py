@@ -53,6 +53,38 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     assert "ld.global" not in ptx[:wait] and "cp.async.bulk" not in ptx[:wait]
 
 
+# SASS instructions per K-tile of the first phase's K-loop (DSL 4.8.1's own compile). The
+# K-loop is bound by how many instructions its warps issue (notes/measurements.md,
+# 2026-12-01, eighth session): a change that grows it must be measured, then this raised.
+SM90_K_LOOP_BUDGET = [
+    ({"tile_n": 128, "narrow": (64,)}, 339),  # the chosen config of shapes 2 and 3
+    ({"tile_n": 256, "stream_k": True, "narrow": (96, 64)}, 504),  # shape 0's
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg, budget", SM90_K_LOOP_BUDGET, ids=["tile_n128", "tile_n256_stream_k"])
+def test_sm90_k_loop_stays_within_its_instruction_budget(tmp_path, cfg, budget):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sm90_sass
+
+    cuobjdump = sm90_sass.find_cuobjdump()
+    if cuobjdump is None:
+        pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump, part of the dev extra)")
+    _compile_and_dump(tmp_path, cfg)
+    cubin = [p for p in glob.glob(str(tmp_path / "*.cubin")) if "__call__" in p][0]
+    # cuobjdump runs nvdisasm (nvidia-cuda-nvdisasm) from its PATH
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(cuobjdump), os.environ.get("PATH", "")]))
+    sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, env=env).stdout
+    if "HGMMA" not in sass:
+        pytest.skip("cuobjdump gave no SASS (nvdisasm missing? pip install nvidia-cuda-nvdisasm)")
+    groups = 8 * S.make_sm90_config(**cfg).blocks  # wgmmas per K-tile: 4 groups of 2 per m64 block
+    k_loops = [sum(ops.values()) for _, _, ops in sm90_sass.wgmma_loops(sass) if ops["HGMMA"] == groups]
+    assert k_loops, "no K-loop found (a loop with exactly one K-tile's wgmmas)"
+    print("K-loops (SASS instructions per K-tile, one per phase):", k_loops)
+    assert k_loops[0] <= budget, (k_loops, budget)
+
+
 @pytest.mark.slow
 def test_sm90_registers(tmp_path):
     ptxas = "/usr/local/bin/ptxas"

@@ -12,7 +12,8 @@ same once the DSL's object names are masked: a kernel that is PTX-identical to a
 one needs no new measurement.
 
 Needs ptxas (CUDA toolkit) for the register report and cuobjdump for the SASS; cuobjdump
-comes with `pip install nvidia-cuda-cuobjdump` (found through CUOBJDUMP or that package).
+and the nvdisasm it runs come with `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`
+(the dev extra; found through CUOBJDUMP or that package).
 """
 
 import collections
@@ -120,9 +121,11 @@ def main() -> int:
                     print("ptxas:", line.strip())
         cuobjdump = find_cuobjdump()
         if cuobjdump is None:
-            print("no cuobjdump: pip install nvidia-cuda-cuobjdump, or set CUOBJDUMP")
+            print("no cuobjdump: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP")
             return 0
-        sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True).stdout
+        # cuobjdump runs nvdisasm from its PATH; the pip packages put both in one folder
+        env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(cuobjdump), os.environ.get("PATH", "")]))
+        sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, env=env).stdout
     local = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*\b(?:LDL|STL)\b[^;]*);", sass)
     print(f"DSL cubin: {len(local)} local-memory instructions, {sass.count('HGMMA')} HGMMA")
     for addr, text in local:
