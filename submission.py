@@ -3490,17 +3490,19 @@ class Sm90Fp4GroupedGemm:
         w_off, sf_off, sel = wgt
         pkB = storage.sPkB.data_ptr().toint() + state.index * self.b_stage_bytes
         sfB = storage.sSFB.data_ptr().toint() + state.index * self.sfb_stage_bytes
-        if cutlass.const_expr(self.uniform_addressing):
-            wm = [[ld_shared_v4(pkB + (w_off + 64 * (self.block_rows * b + 8 * h))) for h in range(2)]
-                  for b in range(self.blocks)]
-            sc = [[scale_pair(ld_shared_u32(sfB + (sf_off + 1024 * b + 128 * h)), sel)
-                   for h in range(2)] for b in range(self.blocks)]
-        else:
-            wm = [[ld_shared_v4(pkB + w_off + 64 * (self.block_rows * b + 8 * h)) for h in range(2)]
-                  for b in range(self.blocks)]
-            sc = [[scale_pair(ld_shared_u32(sfB + sf_off + 1024 * b + 128 * h), sel)
-                   for h in range(2)] for b in range(self.blocks)]
+        wm = [[ld_shared_v4(self.smem_address(pkB, w_off, 64 * (self.block_rows * b + 8 * h)))
+               for h in range(2)] for b in range(self.blocks)]
+        sc = [[scale_pair(ld_shared_u32(self.smem_address(sfB, sf_off, 1024 * b + 128 * h)), sel)
+               for h in range(2)] for b in range(self.blocks)]
         return wm, sc
+
+    def smem_address(self, base, thread_offset, const: int):
+        """base (uniform) + thread_offset (a thread's loop-invariant value) + const, grouped
+        as uniform_addressing says: base + (thread_offset + const) lets ptxas fold the sum
+        into [R + UR]."""
+        if self.uniform_addressing:
+            return base + (thread_offset + const)
+        return base + thread_offset + const
 
     @cute.jit
     def k_tile(self, with_next: bool, tiled_mma, tCrT, tCrW, tCrW32, acc, storage,

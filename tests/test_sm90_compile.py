@@ -73,9 +73,7 @@ def test_sm90_k_loop_stays_within_its_instruction_budget(tmp_path, cfg, budget):
         pytest.skip("no cuobjdump (pip install nvidia-cuda-cuobjdump, part of the dev extra)")
     _compile_and_dump(tmp_path, cfg)
     cubin = [p for p in glob.glob(str(tmp_path / "*.cubin")) if "__call__" in p][0]
-    # cuobjdump runs nvdisasm (nvidia-cuda-nvdisasm) from its PATH
-    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(cuobjdump), os.environ.get("PATH", "")]))
-    sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, env=env).stdout
+    sass = sm90_sass.cubin_sass(cuobjdump, cubin)
     if "HGMMA" not in sass:
         pytest.skip("cuobjdump gave no SASS (nvdisasm missing? pip install nvidia-cuda-nvdisasm)")
     groups = 8 * S.make_sm90_config(**cfg).blocks  # wgmmas per K-tile: 4 groups of 2 per m64 block

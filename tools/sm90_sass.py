@@ -47,6 +47,13 @@ def find_cuobjdump() -> str | None:
     return None
 
 
+def cubin_sass(cuobjdump: str, cubin: str) -> str:
+    """cuobjdump -sass of a cubin ('' if it fails). cuobjdump runs nvdisasm from its PATH;
+    the pip packages put both in one folder."""
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(cuobjdump), os.environ.get("PATH", "")]))
+    return subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, env=env).stdout
+
+
 def wgmma_loops(sass: str):
     """(first, last, instruction counter) of each backward branch's body holding an HGMMA."""
     ins = []
@@ -123,9 +130,7 @@ def main() -> int:
         if cuobjdump is None:
             print("no cuobjdump: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP")
             return 0
-        # cuobjdump runs nvdisasm from its PATH; the pip packages put both in one folder
-        env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(cuobjdump), os.environ.get("PATH", "")]))
-        sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, env=env).stdout
+        sass = cubin_sass(cuobjdump, cubin)
     local = re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*\b(?:LDL|STL)\b[^;]*);", sass)
     print(f"DSL cubin: {len(local)} local-memory instructions, {sass.count('HGMMA')} HGMMA")
     for addr, text in local:
