@@ -2289,7 +2289,6 @@ SM90_ACC_SCALE_PTX = f"0f{struct.unpack('<I', struct.pack('<f', SM90_ACC_SCALE))
 # The token decode is spread over the first two consumer warpgroups (sm90_token_split),
 # whatever their number: a third one (tile_n 192) only decodes its weights.
 SM90_DECODER_THREADS = 256
-SM90_RELAY_BARRIER = 4  # named barrier: consumers -> the CTA pair's relay warp (1-3: the WGs')
 # Registers the producer warpgroup keeps after setmaxnreg.dec (TMA issue only), by the
 # number of consumer warpgroups; the consumers get the rest of the pool (sm90_register_split)
 SM90_PRODUCER_REGISTERS = {2: 40, 3: 32}
@@ -2310,10 +2309,6 @@ class Sm90Config:
     swap_ab: bool = True  # only the swap-AB mapping is implemented
     pdl: bool = True  # programmatic dependent launch (overlaps the previous call's tail)
     stream_k: bool = False  # split tiles along K to balance the CTAs (stream_k_units)
-    # CTA pairs: a cluster of 2 CTAs on adjacent weight tiles of one token tile; at the
-    # full width each decodes half of the token rows and bulk-copies them into the peer's
-    # ring, so a thread decodes 4 token words per K-tile instead of 8
-    pair_tokens: bool = False
 
     @property
     def consumer_wgs(self) -> int:
@@ -2345,12 +2340,6 @@ class Sm90Config:
     def widths(self) -> tuple[int, ...]:
         """Token rows (wgmma N) of each phase, the full tiles' first."""
         return (self.tile_m, *self.narrow)
-
-    @property
-    def cluster_n(self) -> int:
-        """CTAs per cluster along N: 2 with pair_tokens, whose pair walks one work list
-        built at 2 x tile_n (CTA rank r takes weight tile 2 tn + r of each unit)."""
-        return 2 if self.pair_tokens else 1
 
 
 def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
@@ -2467,13 +2456,6 @@ def sm90_is_valid_registers(cfg: Sm90Config) -> bool:
     return sm90_consumer_registers(cfg) <= sm90_register_split(cfg)[0]
 
 
-def sm90_is_valid_pairing(cfg: Sm90Config) -> bool:
-    # a pair splits the full-width tile's 128 token rows 64 / 64 over the 256 decoding
-    # threads of two consumer WGs; its two CTAs walk the same units in step, which
-    # stream-K's cross-CTA waits would break
-    return not cfg.pair_tokens or (cfg.consumer_wgs == 2 and not cfg.stream_k)
-
-
 def sm90_config_is_legal(cfg: Sm90Config) -> bool:
     """THE single statement of which configs are legal."""
     return (
@@ -2481,7 +2463,6 @@ def sm90_config_is_legal(cfg: Sm90Config) -> bool:
         and sm90_is_valid_smem(cfg)
         and cfg.swap_ab
         and sm90_is_valid_registers(cfg)
-        and sm90_is_valid_pairing(cfg)
     )
 
 
@@ -2709,25 +2690,6 @@ def bulk_load(
         "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
         f" [$0], [$1], {nbytes}, [$2];\n}}",
         "r,l,r,r,~{memory}", loc, ip,
-    )
-
-
-@dsl_user_op
-def mapa_shared(addr: Int32, rank: Int32, *, loc=None, ip=None) -> Int32:
-    """The shared::cluster address of CTA `rank`'s counterpart of this CTA's smem address."""
-    return _asm_value(Int32, [_v(Int32(addr), loc, ip), _v(Int32(rank), loc, ip)],
-                      "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", loc, ip, side_effects=False)
-
-
-@dsl_user_op
-def bulk_copy_to_peer(dst: Int32, src: Int32, nbytes: int, mbar: Int32, *, loc=None, ip=None) -> None:
-    """Async-proxy copy of nbytes of this CTA's smem (src) to a peer's (dst, a shared::cluster
-    address); it completes as transaction bytes on the peer's mbarrier (mbar, ditto)."""
-    _asm_effect(
-        [_v(Int32(dst), loc, ip), _v(Int32(src), loc, ip), _v(Int32(mbar), loc, ip)],
-        "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
-        f" [$0], [$1], {nbytes}, [$2];",
-        "r,r,r,~{memory}", loc, ip,
     )
 
 
@@ -3083,7 +3045,6 @@ class Sm90Fp4GroupedGemm:
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.cfg.threads, 1, 1],
-            cluster=[self.cfg.cluster_n, 1, 1],
             min_blocks_per_mp=1,
             stream=stream,
             use_pdl=self.cfg.pdl,
@@ -3121,21 +3082,14 @@ class Sm90Fp4GroupedGemm:
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
         # decoded token ring: every consumer thread arrives on a buffer's full barrier once
-        # its share is stored (in a CTA pair the relay arrives for them, see relay), and
-        # every one waits on it; its empty barriers go unused (the ring's order argument is
-        # in the class docstring)
+        # its share is stored, and every one waits on it; its empty barriers go unused (the
+        # ring's order argument is in the class docstring)
         tok_pipeline = pipeline.PipelineAsync.create(
             barrier_storage=storage.tbar.data_ptr(),
             num_stages=self.token_buffers,
-            producer_group=pipeline.CooperativeGroup(
-                pipeline.Agent.Thread, 1 if self.cfg.pair_tokens else self.cfg.consumer_threads
-            ),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
         )
-        if cutlass.const_expr(self.cfg.pair_tokens):
-            # the peer's barriers are initialized before its relay copies into this CTA
-            cute.arch.cluster_arrive_relaxed()
-            cute.arch.cluster_wait()
         if cutlass.const_expr(self.cfg.pdl):
             # Programmatic dependent launch: this grid may start while the previous kernel
             # on the stream (the previous call's GEMM) still runs, so that its launch and
@@ -3152,11 +3106,7 @@ class Sm90Fp4GroupedGemm:
         bidx, _, _ = cute.arch.block_idx()
         mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((RANGE_FIELDS, 1 << 20), stride=(1, RANGE_FIELDS)))
         mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
-        # a CTA pair walks its shared ranges row; rank picks the weight tile (weight_tile)
-        rank = Int32(0)
-        if cutlass.const_expr(self.cfg.pair_tokens):
-            rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        span = tuple(mRanges[i, bidx // self.cfg.cluster_n] for i in range(len(self.cfg.widths) + 1))
+        span = tuple(mRanges[i, bidx] for i in range(len(self.cfg.widths) + 1))
         split = (partials_ptr, flags_ptr)
 
         # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
@@ -3164,18 +3114,11 @@ class Sm90Fp4GroupedGemm:
         if warp_idx >= self.producer_warp:
             cute.arch.warpgroup_reg_dealloc(producer_regs)
             if warp_idx == self.producer_warp:
-                self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, rank)
-            if cutlass.const_expr(self.cfg.pair_tokens):
-                if warp_idx == self.producer_warp + 1:
-                    self.relay(storage, tok_pipeline, mUnits, span, rank)
+                self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
         else:
             cute.arch.warpgroup_reg_alloc(consumer_regs)
             self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
-                          tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split, rank)
-        if cutlass.const_expr(self.cfg.pair_tokens):
-            # neither CTA leaves while its peer may still copy into its smem
-            cute.arch.cluster_arrive()
-            cute.arch.cluster_wait()
+                          tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
     @cute.jit
     def prefetch_schedule(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride):
@@ -3205,7 +3148,7 @@ class Sm90Fp4GroupedGemm:
         cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
 
     @cute.jit
-    def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, rank):
+    def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):
         lane = cute.arch.lane_idx()
         is_leader = Int32(0)
         if lane == 0:
@@ -3219,7 +3162,7 @@ class Sm90Fp4GroupedGemm:
         for u in cutlass.range(span[0], span[-1], unroll=1):
             g = mUnits[0, u]
             tm = mUnits[1, u]
-            tn = self.weight_tile(mUnits, u, rank)
+            tn = mUnits[2, u]
             n = mSizes[1, g]
             rest_k = mSizes[2, g] // 64
             desc_a = tmaps0 + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES)
@@ -3229,10 +3172,9 @@ class Sm90Fp4GroupedGemm:
             row_a = tm * self.tile_m
             row_b = tn * self.tile_n
             # the 128-row scale blocks of this tile, at K-atom 0: 2 atoms (1 KB) per K-tile.
-            # A weight block past the group's last one (N not a multiple of tile_n, or a
-            # pair's second tile past N) copies the last block again, so every stage's byte
-            # count stays tx_bytes; its rows multiply TMA's zero-filled rows into outputs
-            # that are never stored.
+            # A weight block past the group's last one (N not a multiple of tile_n) copies
+            # the last block again, so every stage's byte count stays tx_bytes; its rows
+            # multiply TMA's zero-filled rows into outputs that are never stored.
             sfa_src = mPtrs[2, g] + Int64((row_a // 128) * rest_k) * SF_ATOM_BYTES
             last_mb = (n + 127) // 128 - 1
             sfb_src = [
@@ -3256,60 +3198,10 @@ class Sm90Fp4GroupedGemm:
                 state.advance()
         ab_pipeline.producer_tail(state)
 
-    @cute.jit
-    def weight_tile(self, mUnits, u, rank):
-        """Unit u's weight tile for this CTA: a pair's units are 2 x tile_n wide, rank r
-        takes tile 2 tn + r."""
-        tn = mUnits[2, u]
-        if cutlass.const_expr(self.cfg.pair_tokens):
-            tn = tn * 2 + rank
-        return tn
-
-    @cute.jit
-    def relay(self, storage, tok_pipeline, mUnits, span, rank):
-        """CTA pairs: the producer WG's second warp hands each ring buffer on, in the ring's
-        order. Once all 256 consumer threads stored and fenced their share of K-tile kt
-        (they arrive on named barrier SM90_RELAY_BARRIER instead of the full barrier), one
-        lane arrives on the buffer's full barrier for them. In the full-width phase, where
-        each CTA decoded its 64 rows, that lane first bulk-copies those rows of both
-        K-halves into the peer's buffer (async proxy; complete_tx on the peer's full
-        barrier) and its arrive expects the peer's 64 rows in return.
-        Order: consumers arrive for kt + 1 only after waiting on kt's full barrier, which
-        this warp's arrive for kt completes, so the named barrier never mixes two K-tiles;
-        the peer copies kt + 1 only after its own wait on kt, which needs this CTA's kt,
-        which its consumers publish after retiring kt - 2 (class docstring): the peer never
-        overwrites a buffer that this CTA's wgmmas still read."""
-        lane = cute.arch.lane_idx()
-        peer = rank ^ 1
-        ring = storage.sDecT.data_ptr().toint()
-        full0 = storage.tbar.data_ptr().toint()  # full barriers 0 .. token_buffers - 1
-        half_rows = self.tile_m // 2
-        buf = Int32(0)
-        for p in cutlass.range_constexpr(len(self.cfg.widths)):
-            for u in cutlass.range(span[p], span[p + 1], unroll=1):
-                for _kt in cutlass.range(mUnits[4, u] - mUnits[3, u], unroll=1):
-                    cute.arch.barrier(barrier_id=SM90_RELAY_BARRIER,
-                                      number_of_threads=SM90_DECODER_THREADS + 32)
-                    if lane == 0:
-                        full = full0 + buf * 8
-                        if cutlass.const_expr(p == 0):
-                            for h in cutlass.range_constexpr(2):
-                                src = (ring + buf * self.tbuf_bytes + h * (self.tile_m * 128)
-                                       + rank * (half_rows * 128))
-                                bulk_copy_to_peer(mapa_shared(src, peer), src, half_rows * 128,
-                                                  mapa_shared(full, peer))
-                            cute.arch.mbarrier_arrive_and_expect_tx(
-                                tok_pipeline.sync_object_full.get_barrier(buf), 2 * half_rows * 128)
-                        else:
-                            cute.arch.mbarrier_arrive(tok_pipeline.sync_object_full.get_barrier(buf))
-                    buf = buf + 1
-                    if buf == self.token_buffers:
-                        buf = Int32(0)
-
     # ---------------- consumers ----------------
     @cute.jit
     def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
-                 tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split, rank):
+                 tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
         # loaded during the current one); tok_w: the ring buffer being written, tok_r: read
@@ -3327,12 +3219,10 @@ class Sm90Fp4GroupedGemm:
                 mma = self._tiled_mma(rows)
                 sT_p = cute.local_tile(sT, (rows, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0))
             operands = self.mma_operands(mma, sT_p, tidx, rows)
-            # a pair's CTAs decode 64 rows each at the full width (relay)
-            shared = self.cfg.pair_tokens and p == 0
             for u in cutlass.range(span[p], span[p + 1], unroll=1):
                 states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
-                                           mUnits, tmaps_ptr, split, rank, shared)
+                                           mUnits, tmaps_ptr, split)
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
 
@@ -3356,18 +3246,18 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
                      storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
-                     split, rank, shared: bool):
+                     split):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
         epilogue (or, split-K, its partial sums). Returns the pipeline states: reassigned by
         the caller, that is what makes the DSL carry them through its loop (a mutation
         inside a call is not seen there)."""
         g = mUnits[0, u]
         tm = mUnits[1, u]
-        tn = self.weight_tile(mUnits, u, rank)
+        tn = mUnits[2, u]
         m = mSizes[0, g]
         k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
-        tok = self.token_share(tidx, rows, rank, shared)
+        tok = self.token_share(tidx, rows)
         wgt = self.weight_share(tidx, tn)
         ahead, tok_w, tok_r = states
         for a in acc:
@@ -3497,7 +3387,7 @@ class Sm90Fp4GroupedGemm:
         return Int32(sm90_scale_selector(0, 1)) + Int32(0x2222) * (q % 2)
 
     @cute.jit
-    def token_share(self, tidx, rows: int, rank, shared: bool):
+    def token_share(self, tidx, rows: int):
         """This thread's share of a tile's token decode (the first 256 consumer threads, `rows`
         static): words wpt * group .. + wpt - 1 of the 4 chunks of token row trow
         (sm90_token_lane). Word w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to
@@ -3509,13 +3399,9 @@ class Sm90Fp4GroupedGemm:
         534 -> 504 SASS instructions at tile_n 256 stream-K without it, 353 -> 348 at 128).
         `live` is None (static: store) with two consumer WGs; a third one (tile_n 192)
         reads the chunks of the first one and never stores."""
-        if cutlass.const_expr(shared):
-            rows = rows // 2  # a pair's CTA decodes rows 64 rank .. 64 rank + 63 (relay)
         _, wpt = sm90_token_split(rows)
         dtid = tidx % SM90_DECODER_THREADS
         trow, group = sm90_token_lane(dtid, rows)
-        if cutlass.const_expr(shared):
-            trow = trow + rank * rows
         live = None
         if cutlass.const_expr(self.wgs > 2):
             live = tidx < SM90_DECODER_THREADS
@@ -3592,14 +3478,9 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def publish_tokens(self, tok_pipeline, tok_w):
         # the proxy fence orders this thread's generic-proxy token stores before the async
-        # proxy's wgmma reads that the full barrier hands them to (and, in a CTA pair,
-        # before the relay's bulk copy of them to the peer)
+        # proxy's wgmma reads that the full barrier hands them to
         cute.arch.fence_proxy("async.shared", space="cta")
-        if cutlass.const_expr(self.cfg.pair_tokens):
-            cute.arch.barrier_arrive(barrier_id=SM90_RELAY_BARRIER,
-                                     number_of_threads=SM90_DECODER_THREADS + 32)
-        else:
-            tok_pipeline.producer_commit(tok_w)
+        tok_pipeline.producer_commit(tok_w)
 
     @cute.jit
     def load_weights(self, storage, state, wgt):
@@ -3787,12 +3668,11 @@ def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, ...], float, float]:
 def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> WorkSchedule:
     """The Hopper kernel's per-CTA work units: the phases of split_tiles_by_width, whole
     tiles in round robin, or cut into stream-K pieces of equal modeled time."""
-    rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n * cfg.cluster_n)
+    rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     rows, phase_sizes = split_tiles_by_width(rows, sizes, cfg.widths)
     k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
     if not cfg.stream_k:
-        workers = persistent_grid(len(rows), num_sms // cfg.cluster_n)
-        return round_robin_units(rows, phase_sizes, k_tiles, workers)
+        return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
     return stream_k_units(rows, phase_sizes, k_tiles, num_sms, *sm90_cost_model(cfg))
 
 
@@ -3805,7 +3685,7 @@ def sm90_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int)
     ws = sm90_work_schedule(sizes, cfg, num_sms)
     ranges, units = ws.tables()
     return HostSchedule(
-        {"ranges": ranges, "units": units}, sum(map(len, ws.ctas)), len(ranges) * cfg.cluster_n,
+        {"ranges": ranges, "units": units}, sum(map(len, ws.ctas)), len(ranges),
         workspace_floats=ws.num_slots * sm90_partial_floats(cfg),
         num_flags=ws.num_slots * cfg.consumer_wgs,  # one arrival flag per slot and WG
         unit_stride=ws.unit_stride,

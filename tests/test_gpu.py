@@ -164,18 +164,15 @@ def test_stream_k_every_tile_width(num_sms):
 
 
 @pytest.mark.parametrize(
-    "tile_n, narrow, stream_k, pair_tokens",
-    [(128, (96, 64), False, False), (256, (96, 64), True, False), (128, (96, 32), True, False),
-     (256, (64, 32), False, False), (192, (96, 64), True, False), (192, (64,), False, False),
-     (128, (96, 64), False, True), (256, (64, 32), False, True)],
+    "tile_n, narrow, stream_k",
+    [(128, (96, 64), False), (256, (96, 64), True), (128, (96, 32), True), (256, (64, 32), False),
+     (192, (96, 64), True), (192, (64,), False)],
 )
 @pytest.mark.parametrize("num_sms", [3, 132])
-def test_token_width_phases(num_sms, tile_n, narrow, stream_k, pair_tokens):
+def test_token_width_phases(num_sms, tile_n, narrow, stream_k):
     """Hopper with three token-width phases (split_tiles_by_width): groups whose last M
     tiles use 1 to 128 rows land in every phase, each multiplied at its own wgmma N with
-    its own decode split; on 3 CTAs every CTA walks all three phases, whole or split. With
-    pair_tokens (3 SMs: one CTA pair) the full-width phase shares its token decode over the
-    pair and the N = 128 and 384 groups leave the second CTA a weight tile past N."""
+    its own decode split; on 3 CTAs every CTA walks all three phases, whole or split."""
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
     m = (30, 72, 96, 200, 129, 250, 64, 33)
@@ -184,11 +181,11 @@ def test_token_width_phases(num_sms, tile_n, narrow, stream_k, pair_tokens):
     expected = reference.ref_kernel(_clone(data))
     problem = submission.validate_inputs(data)
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    config = submission.make_sm90_config(tile_n, narrow=narrow, stream_k=stream_k, pair_tokens=pair_tokens)
+    config = submission.make_sm90_config(tile_n, narrow=narrow, stream_k=stream_k)
     sizes = [(mm, n, k, 1) for mm, n, k in zip(m, (512, 256, 384, 256, 512, 256, 128, 384),
                                                 (512, 256, 768, 256, 512, 768, 256, 512))]
     _, counts = submission.split_tiles_by_width(
-        submission.build_tile_schedule(sizes, 128, tile_n * config.cluster_n), sizes, config.widths)
+        submission.build_tile_schedule(sizes, 128, tile_n), sizes, config.widths)
     assert all(counts), counts  # every phase has tiles
     out = runner.run(data, problem, config)
     torch.cuda.synchronize()

@@ -120,14 +120,14 @@ def traced_source(src: str, timeline: bool = False) -> str:
             raise ValueError("instrumenting submission.py: no Sm90Fp4GroupedGemm; update tools/sm90_trace.py")
         sm90 = _insert_after(sm90, r"^\s+warp_idx = cute\.arch\.make_warp_uniform\(cute\.arch\.warp_idx\(\)\)$",
                              "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 0)")
-        sm90 = _replace(sm90, "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, rank)",
-                        "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, rank, flags_ptr)")
-        sm90 = _replace(sm90, "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, rank):",
-                        "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, rank, flags_ptr):")
+        sm90 = _replace(sm90, "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)",
+                        "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr)")
+        sm90 = _replace(sm90, "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):",
+                        "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr):")
         # points that wait for what they time: a load's value in the condition
         sm90 = _insert_after(sm90, r"^        if cutlass\.const_expr\(self\.cfg\.pdl\):$",
                              "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 3)", before=True)
-        sm90 = _insert_after(sm90, r"^        span = tuple\(mRanges\[i, bidx // self\.cfg\.cluster_n\]",
+        sm90 = _insert_after(sm90, r"^        span = tuple\(mRanges\[i, bidx\]",
                              "if tidx == 0 and span[0] >= 0:\n            trace_cta(flags_ptr, self.wgs * 4, 4)")
         sm90 = _insert_after(sm90, r"^            tensormap_acquire\(desc_a\)$",
                              "if lane == 0 and u == span[0] and n + rest_k >= 0:\n"
