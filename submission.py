@@ -2825,9 +2825,9 @@ class Sm90Fp4GroupedGemm:
         after the first group: wait stage kt+1, LDS own words of its token row's 4
         chunks, decode and store the first word into the ring, 16 bytes per P index (the
         first two WGs only: a third stores no tokens); after word 1's first group the
-        second word (2 per thread at 96 and 128 rows, 1 at 32 and 64); one group later
-        fence.proxy.async and arrive on the ring's full barrier of kt+1 (every consumer
-        thread)
+        second word (2 per thread at 96 and 128 rows, 1 at 32 and 64); one group after the
+        last store fence.proxy.async and arrive on the ring's full barrier of kt+1 (every
+        consumer thread)
         after the last group: LDS own weight rows of stage kt+1, release that stage
       per tile, after its last K-tile: each WG stmatrix-stores its fp16 outputs into its
         own staging box and one thread TMA-stores the box (epilogue), which drains while
@@ -2836,9 +2836,9 @@ class Sm90Fp4GroupedGemm:
     and weight bytes, bulk-copy scale slabs, into the stage ring.
 
     No empty barrier guards the token ring: buffer (kt+1) % 3 was last read by the wgmmas
-    of kt-2. A WG arrives on kt's full barrier only after the wait_group of group
-    blocks + 1 of kt-1 (which retires every group before group blocks - 1 of kt-1), when
-    all its wgmmas of kt-2 are done; every thread waits on kt's full barrier before it
+    of kt-2. A WG arrives on kt's full barrier only after the wait_group of a group g >= 1
+    of kt-1 (which retires every group before group g - 1 of kt-1), when all its wgmmas
+    of kt-2 are done; every thread waits on kt's full barrier before it
     writes kt+1's tokens. So every WG's reads of that buffer are complete before any write
     to it. A tile starts by decoding its first K-tile's tokens and loading its weights (the
     ring's next buffer, last read 3 K-tiles before, same argument; the previous tile's
@@ -3513,8 +3513,9 @@ class Sm90Fp4GroupedGemm:
         words 0 and 1), loads stage ahead's weights for the next K-tile (after the last
         group, when this K-tile's are dead) and releases that stage: the loads' latency
         then hides behind the wgmmas in flight. The arrive on tok_w's full barrier comes
-        after group `blocks + 1`'s wait_group, when every wgmma of the previous K-tile is
-        done (the ring's order argument, class docstring)."""
+        one group after the thread's last token store (group blocks + 1 with 2 words per
+        chunk, group 1 with 1: 64 rows and fewer), after a wait_group that left every
+        wgmma of the previous K-tile done (the ring's order argument, class docstring)."""
         packed, scales = None, None
         wm_next, sc_next = wm, sc
         # 4 x blocks wgmma groups per K-tile: group g multiplies block g % blocks at k16-steps
@@ -3543,12 +3544,13 @@ class Sm90Fp4GroupedGemm:
                     packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
                 # this thread's first word after the first group, its second (wpt 2) after
                 # the next word's first group;
-                # the fence and arrive one group later (the stores have completed by then,
-                # so the proxy fence does not wait for them), after a wait_group that
-                # retired all of kt - 1
-                if cutlass.const_expr(g % self.blocks == 0 and j < 2):
+                # the fence and arrive one group after the last store (the stores have
+                # completed by then, so the proxy fence does not wait for them), after a
+                # wait_group that retired all of kt - 1 (any group's but the first's)
+                wpt = tok[2]
+                if cutlass.const_expr(g % self.blocks == 0 and j < wpt):
                     self.store_token_words(storage, tok_w, tok, packed, scales, (j,))
-                if cutlass.const_expr(g == self.blocks + 1):
+                if cutlass.const_expr(g == self.blocks * (wpt - 1) + 1):
                     self.publish_tokens(tok_pipeline, tok_w)
                 if cutlass.const_expr(g == groups - 1):
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)
