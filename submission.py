@@ -2292,6 +2292,8 @@ SM90_DECODER_THREADS = 256
 # Registers the producer warpgroup keeps after setmaxnreg.dec (TMA issue only), by the
 # number of consumer warpgroups; the consumers get the rest of the pool (sm90_register_split)
 SM90_PRODUCER_REGISTERS = {2: 40, 3: 32}
+# Named barrier of all consumer threads (1 .. 3 are the consumer WGs' own: 1 + WG)
+SM90_CONSUMERS_BARRIER = 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -2743,11 +2745,12 @@ def st_global_b16(addr: Int64, v: Uint32, pred: Int32, *, loc=None, ip=None) -> 
 
 
 @dsl_user_op
-def bulk_wait_read(pred: Int32, *, loc=None, ip=None) -> None:
-    """This thread's bulk stores have finished reading shared memory."""
+def bulk_wait_read(pred: Int32, pending: int = 0, *, loc=None, ip=None) -> None:
+    """This thread's bulk stores, all but the `pending` (static) most recent, have finished
+    reading shared memory."""
     _asm_effect(
         [_v(Int32(pred), loc, ip)],
-        "{\n.reg .pred p;\nsetp.ne.b32 p, $0, 0;\n@p cp.async.bulk.wait_group.read 0;\n}",
+        f"{{\n.reg .pred p;\nsetp.ne.b32 p, $0, 0;\n@p cp.async.bulk.wait_group.read {pending};\n}}",
         "r,~{memory}", loc, ip,
     )
 
@@ -2831,7 +2834,8 @@ class Sm90Fp4GroupedGemm:
         after the last group: LDS own weight rows of stage kt+1, release that stage
       per tile, after its last K-tile: each WG stmatrix-stores its fp16 outputs into its
         own staging box and one thread TMA-stores the box (epilogue), which drains while
-        the next tile starts
+        the next tile starts; at two blocks per WG, block 0 goes to a free token-ring
+        buffer instead (ring_staging)
     the producer warpgroup's first warp (the others only give back registers): TMA token
     and weight bytes, bulk-copy scale slabs, into the stage ring.
 
@@ -3288,27 +3292,53 @@ class Sm90Fp4GroupedGemm:
                 self.store_partial(acc, split, mUnits[6, u], tidx, rows)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                (split, mUnits[7, u]))
+                                tok_w, (split, mUnits[7, u]))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows)
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
         return ahead, tok_w, tok_r
 
     @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   fixup=None):
+                   tok_w, fixup=None):
         """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
-        the previous piece's slot and adds it on the way."""
+        the previous piece's slot and adds it on the way. With ring_staging, block 0 of
+        each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
+        its wait_group(0): the barrier) and block 1 in the WG's own box, so that block 1
+        never waits for block 0's store to read the box."""
         desc_c = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES) + 2 * SM90_DESC_BYTES
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
         base = None
         if cutlass.const_expr(fixup is not None):
             split, slot = fixup
             base = self.wait_partial(split, slot, tidx)
+        own_box = storage.sC.data_ptr().toint() + (tidx // 128) * SM90_C_STAGE_BYTES
+        boxes = [own_box] * self.blocks
+        if cutlass.const_expr(self.ring_staging):
+            bulk_wait_read(Int32(tidx % 128 == 0))
+            cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
+            ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
+            boxes = [ring + (tidx // 128) * SM90_C_STAGE_BYTES, own_box]
         for b in cutlass.range_constexpr(self.blocks):
-            self.epilogue(acc[b], storage, tidx, desc_c, mPtrs[4, g], m, mSizes[1, g], row_a,
-                          col + self.block_rows * b, rows, None if base is None else base + b * self.partial_block_bytes)
+            self.epilogue(acc[b], boxes[b], tidx, desc_c, mPtrs[4, g], m, mSizes[1, g], row_a,
+                          col + self.block_rows * b, rows,
+                          None if base is None else base + b * self.partial_block_bytes,
+                          fresh=not self.ring_staging)
+        if cutlass.const_expr(self.ring_staging):
+            # block 0's store has read the ring box (it did so while block 1 was staged)
+            bulk_wait_read(Int32(tidx % 128 == 0), pending=1)
+
+    @property
+    def ring_staging(self) -> bool:
+        """Whether a tile's epilogue stages block 0 in a token-ring buffer (at two m64 blocks
+        per WG; one 32 KB buffer holds both WGs' 16 KB boxes), so that block 1 never waits
+        for block 0's store to read the WG's own box. Buffer tok_w + 2 is free once every
+        consumer thread is past its wait_group(0) (the barrier). Each WG's storing thread
+        waits for that store's read at the end of the epilogue, after block 1 is staged
+        (wait_group.read 1: all but block 1's store), before any arrival of its on the
+        ring's full barriers, so no token store overwrites a box before it is read."""
+        return self.blocks == 2
 
     # ---------------- split-K: partial sums between CTAs ----------------
     @property
@@ -3398,14 +3428,15 @@ class Sm90Fp4GroupedGemm:
         those cost ptxas a branch around the stores that it paid for on every K-tile (K-loop
         534 -> 504 SASS instructions at tile_n 256 stream-K without it, 353 -> 348 at 128).
         `live` is None (static: store) with two consumer WGs; a third one (tile_n 192)
-        reads the chunks of the first one and never stores."""
+        reads the chunks of the first one and never stores. The last field says whether the
+        thread issues its WG's epilogue stores (ring_staging's wait)."""
         _, wpt = sm90_token_split(rows)
         dtid = tidx % SM90_DECODER_THREADS
         trow, group = sm90_token_lane(dtid, rows)
         live = None
         if cutlass.const_expr(self.wgs > 2):
             live = tidx < SM90_DECODER_THREADS
-        return trow, group, wpt, live
+        return trow, group, wpt, live, Int32(tidx % 128 == 0)
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
@@ -3413,7 +3444,7 @@ class Sm90Fp4GroupedGemm:
         (8-byte loads, 4-byte at wpt = 1) and the scale words of the row's two K-atoms,
         then turns those into the f16x2 scale of each chunk's K-block that the words lie in.
         All loads issue before the first conversion, so their latencies overlap."""
-        trow, group, wpt, _ = tok
+        trow, group, wpt, _, _ = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
@@ -3431,7 +3462,7 @@ class Sm90Fp4GroupedGemm:
         """This thread's words number `words` (static, 0 .. wpt - 1; others are skipped) of
         its 4 chunks -> the ring buffer tok_w: per word and P index one 16-byte store of the
         4 chunks' P values (half the stores of 2 chunks x 4 words, a quarter of 1 x 4)."""
-        trow, group, wpt, live = tok
+        trow, group, wpt, live, _ = tok
         if cutlass.const_expr(live is None):
             self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
         elif live:
@@ -3562,7 +3593,8 @@ class Sm90Fp4GroupedGemm:
         return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
-    def epilogue(self, acc, storage, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None):
+    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None,
+                 fresh: bool = True):
         """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
         columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
         fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
@@ -3572,14 +3604,15 @@ class Sm90Fp4GroupedGemm:
         and the WG stores the box element by element instead (consecutive lanes,
         consecutive columns).
         A box is rewritten only after its previous store has read it (the wait before the
-        first barrier, which also orders the element path's reads); the proxy fence before
+        first barrier, which also orders the element path's reads; `fresh` False: the
+        caller made that wait and barrier for a box of its own); the proxy fence before
         the second makes the stmatrix writes visible to the TMA."""
         wtid = tidx % 128
         lead = Int32(wtid == 0)
         wg_barrier = 1 + tidx // 128  # named barrier of this WG's 128 threads
-        box = storage.sC.data_ptr().toint() + (tidx // 128) * SM90_C_STAGE_BYTES
-        bulk_wait_read(lead)
-        cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
+        if cutlass.const_expr(fresh):
+            bulk_wait_read(lead)
+            cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         pairs = tokens // 16
         for p0 in cutlass.range_constexpr(0, pairs, SM90_FIXUP_BATCH):
             batch = range(p0, min(pairs, p0 + SM90_FIXUP_BATCH))
