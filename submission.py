@@ -3675,11 +3675,13 @@ SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # against the chosen 111.5 / 74.0 / 33.5 / 16.9): its K-tile costs 0.86 us per 128 weight
 # rows, between 128's 1.03 and 256's 0.78, and the model cannot tell it apart reliably.
 SM90_TILE_N_CHOICES = (128, 256)
-# Narrow phases the chooser offers, simplest first: (96, 64) ran shape 0 at 116.9 against
-# 124.9 us kernel with (64,) (tile_n 256 stream-K), but its third K-loop copy costs the
-# tile_n 128 loop 7 uniform-register moves (373 -> 380 SASS instructions), so problems
-# with no 65-96-row tile keep (64,) (a model tie).
-SM90_NARROW_CHOICES = ((64,), (96, 64))
+# Narrow phases the chooser offers, the preferred first (it wins a model tie). (96, 64)
+# ran shape 0 at 116.9 against 124.9 us kernel with (64,) (tile_n 256 stream-K), and it is
+# faster even where no tile uses its 96 phase: shapes 2 / 3 at tile_n 128 ran 30.6 / 15.3,
+# 30.6 / 15.2, 30.5 / 15.3 us against 31.2 / 15.6, 31.2 / 15.6, 31.3 / 15.5 with (64,)
+# (three alternating rounds, notes/measurements.md, 2026-12-01, tenth session), with the
+# same K-loop (338 against 339 SASS instructions): not explained.
+SM90_NARROW_CHOICES = ((96, 64), (64,))
 
 
 # A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the

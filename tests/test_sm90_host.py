@@ -335,15 +335,16 @@ def test_makespan_model_follows_the_round_robin():
 
 @pytest.mark.parametrize(
     "case, tile_n, stream_k, narrow",
-    [(0, 256, True, (96, 64)), (1, 256, True, (64,)), (2, 128, False, (64,)), (3, 128, False, (64,))],
+    [(0, 256, True, (96, 64)), (1, 256, True, (96, 64)), (2, 128, False, (96, 64)), (3, 128, False, (96, 64))],
 )
 def test_config_choice_on_the_benchmarks(case, tile_n, stream_k, narrow):
-    """The measured-best config per benchmark shape on the H200 (kernel us, pdl=0, shapes
-    0-3): 128 whole 144.8 / 86.2 / 33.3 / 16.9, 256 whole 150.5 / 79.5 / 54.8 / 24.5,
-    256 stream-K 123.3 / 74.7 / 34.6 / 20.7 (notes/measurements.md, fourth session); at
-    256 stream-K, narrow (96, 64) 116.9 / 77.2 and 117.1 / 76.7 against (64,) 119.6 / 74.7
-    and 120.0 / 75.5 (shapes 0 / 1, alternating runs, fifth session). Shapes 2 and 3 have
-    no tile of 65-96 rows: (64,), whose 128-wide K-loop is shorter."""
+    """The measured-best config per benchmark shape on the H200. Tile width and split
+    (kernel us, pdl=0, shapes 0-3): 128 whole 144.8 / 86.2 / 33.3 / 16.9, 256 whole 150.5 /
+    79.5 / 54.8 / 24.5, 256 stream-K 123.3 / 74.7 / 34.6 / 20.7 (notes/measurements.md,
+    fourth session). Narrow phases (event us, tenth session): at 256 stream-K (96, 64)
+    108.9 / 69.4 against (64,) 110.5 / 69.5 (shapes 0 / 1, run 3); at 128, (96, 64) 30.6 /
+    15.3 against (64,) 31.2 / 15.6 (shapes 2 / 3, three alternating rounds, run 4), though
+    no tile of shapes 2 and 3 uses the 96 phase."""
     from cases import task_cases
 
     args = task_cases("benchmarks")[case].args()
