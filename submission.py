@@ -3313,21 +3313,27 @@ class Sm90Fp4GroupedGemm:
         if cutlass.const_expr(fixup is not None):
             split, slot = fixup
             base = self.wait_partial(split, slot, tidx)
+        # the boxes are free: every earlier store of this WG has read its box (the wait,
+        # which also orders the element path's reads), and with ring_staging every
+        # consumer thread is past its wait_group(0) (the barrier over all of them)
+        c_addr, n = mPtrs[4, g], mSizes[1, g]
+        lead = Int32(tidx % 128 == 0)
+        bulk_wait_read(lead)
         own_box = storage.sC.data_ptr().toint() + (tidx // 128) * SM90_C_STAGE_BYTES
-        boxes = [own_box] * self.blocks
+        boxes = [own_box]
         if cutlass.const_expr(self.ring_staging):
-            bulk_wait_read(Int32(tidx % 128 == 0))
             cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
             ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
             boxes = [ring + (tidx // 128) * SM90_C_STAGE_BYTES, own_box]
+        else:
+            cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         for b in cutlass.range_constexpr(self.blocks):
-            self.epilogue(acc[b], boxes[b], tidx, desc_c, mPtrs[4, g], m, mSizes[1, g], row_a,
+            self.epilogue(acc[b], boxes[b], tidx, desc_c, c_addr, m, n, row_a,
                           col + self.block_rows * b, rows,
-                          None if base is None else base + b * self.partial_block_bytes,
-                          fresh=not self.ring_staging)
+                          None if base is None else base + b * self.partial_block_bytes)
         if cutlass.const_expr(self.ring_staging):
             # block 0's store has read the ring box (it did so while block 1 was staged)
-            bulk_wait_read(Int32(tidx % 128 == 0), pending=1)
+            bulk_wait_read(lead, pending=1)
 
     @property
     def ring_staging(self) -> bool:
@@ -3428,15 +3434,14 @@ class Sm90Fp4GroupedGemm:
         those cost ptxas a branch around the stores that it paid for on every K-tile (K-loop
         534 -> 504 SASS instructions at tile_n 256 stream-K without it, 353 -> 348 at 128).
         `live` is None (static: store) with two consumer WGs; a third one (tile_n 192)
-        reads the chunks of the first one and never stores. The last field says whether the
-        thread issues its WG's epilogue stores (ring_staging's wait)."""
+        reads the chunks of the first one and never stores."""
         _, wpt = sm90_token_split(rows)
         dtid = tidx % SM90_DECODER_THREADS
         trow, group = sm90_token_lane(dtid, rows)
         live = None
         if cutlass.const_expr(self.wgs > 2):
             live = tidx < SM90_DECODER_THREADS
-        return trow, group, wpt, live, Int32(tidx % 128 == 0)
+        return trow, group, wpt, live
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
@@ -3444,7 +3449,7 @@ class Sm90Fp4GroupedGemm:
         (8-byte loads, 4-byte at wpt = 1) and the scale words of the row's two K-atoms,
         then turns those into the f16x2 scale of each chunk's K-block that the words lie in.
         All loads issue before the first conversion, so their latencies overlap."""
-        trow, group, wpt, _, _ = tok
+        trow, group, wpt, _ = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
@@ -3462,7 +3467,7 @@ class Sm90Fp4GroupedGemm:
         """This thread's words number `words` (static, 0 .. wpt - 1; others are skipped) of
         its 4 chunks -> the ring buffer tok_w: per word and P index one 16-byte store of the
         4 chunks' P values (half the stores of 2 chunks x 4 words, a quarter of 1 x 4)."""
-        trow, group, wpt, live, _ = tok
+        trow, group, wpt, live = tok
         if cutlass.const_expr(live is None):
             self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
         elif live:
@@ -3593,8 +3598,7 @@ class Sm90Fp4GroupedGemm:
         return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
-    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None,
-                 fresh: bool = True):
+    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None):
         """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
         columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
         fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
@@ -3603,16 +3607,11 @@ class Sm90Fp4GroupedGemm:
         have no 16-byte pitch or start (N % 8, an offset view) the TMA cannot address them
         and the WG stores the box element by element instead (consecutive lanes,
         consecutive columns).
-        A box is rewritten only after its previous store has read it (the wait before the
-        first barrier, which also orders the element path's reads; `fresh` False: the
-        caller made that wait and barrier for a box of its own); the proxy fence before
-        the second makes the stmatrix writes visible to the TMA."""
+        The caller (store_tile) made the box free; the proxy fence before the barrier makes
+        the stmatrix writes visible to the TMA."""
         wtid = tidx % 128
         lead = Int32(wtid == 0)
         wg_barrier = 1 + tidx // 128  # named barrier of this WG's 128 threads
-        if cutlass.const_expr(fresh):
-            bulk_wait_read(lead)
-            cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         pairs = tokens // 16
         for p0 in cutlass.range_constexpr(0, pairs, SM90_FIXUP_BATCH):
             batch = range(p0, min(pairs, p0 + SM90_FIXUP_BATCH))
