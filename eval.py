@@ -397,20 +397,33 @@ def measure_fp16_ceiling() -> dict:
     return {"tflops": 2 * n**3 / seconds / 1e12, "label": label}
 
 
-def _dequantized_bf16(data):
-    """Per group (A, B) as bf16 (exact), for the pre-dequantized baseline."""
+def _dequantized(data, dtype=torch.bfloat16):
+    """Per group (A, B) as bf16 or fp16 (both exact: every FP4 x E4M3 value has at most 6
+    significant bits and lies within fp16's normal range), for the pre-dequantized
+    baselines."""
     from submission import _dequantize_rows
 
     abc, _, sfr, sizes = data
     out = []
     for (a, b, _), (sfa, sfb), (_, _, k, _) in zip(abc, sfr, sizes):
-        out.append(
-            (
-                _dequantize_rows(a[:, :, 0], sfa, k).to(torch.bfloat16),
-                _dequantize_rows(b[:, :, 0], sfb, k).to(torch.bfloat16),
-            )
-        )
+        out.append((_dequantize_rows(a[:, :, 0], sfa, k).to(dtype), _dequantize_rows(b[:, :, 0], sfb, k).to(dtype)))
     return out
+
+
+def _dense_fp16_baselines(data_list) -> dict:
+    """cuBLAS fp16 on the pre-dequantized operands, timed like the submission: one torch.mm
+    per group, and, where every group has the same N and K, one torch.mm of the groups'
+    stacked A against group 0's B (the same FLOPs in one dense GEMM that reads 1/G of the
+    weights: a best case for a dense GEMM of this size, not a grouped GEMM)."""
+    results = {}
+    per_group = [_dequantized(data, torch.float16) for data in data_list]
+    stats = time_calls(lambda pairs: [a @ b.T for a, b in pairs], per_group, False, None, 50, 2e9)
+    results["fp16 mm per group"] = stats.mean if isinstance(stats, Stats) else None
+    if len({(n, k) for _, n, k, _ in data_list[0][3]}) == 1:
+        stacked = [(torch.cat([a for a, _ in pairs]), pairs[0][1].T) for pairs in per_group]
+        stats = time_calls(lambda x: x[0] @ x[1], stacked, False, None, 50, 2e9)
+        results["fp16 mm stacked"] = stats.mean if isinstance(stats, Stats) else None
+    return results
 
 
 def _run_baselines(test: TestCase) -> dict:
@@ -430,7 +443,7 @@ def _run_baselines(test: TestCase) -> dict:
     if torch.cuda.is_available() and hasattr(torch, "_grouped_mm"):
         grouped = []
         for data in data_list:
-            pairs = _dequantized_bf16(data)
+            pairs = _dequantized(data)
             a_cat = torch.cat([a for a, _ in pairs])
             b_stack = torch.stack([b for _, b in pairs]).transpose(1, 2)  # (G, K, N) column-major
             ms = torch.tensor([a.shape[0] for a, _ in pairs], device="cuda")
@@ -443,6 +456,8 @@ def _run_baselines(test: TestCase) -> dict:
             results["torch._grouped_mm bf16 (pre-dequantized)"] = stats.mean
         except RuntimeError as e:
             results["torch._grouped_mm bf16 (pre-dequantized)"] = f"unavailable: {e}"
+    if torch.cuda.is_available():
+        results.update(_dense_fp16_baselines(data_list))
     return results
 
 
@@ -747,7 +762,7 @@ def human_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Run the nvfp4_group_gemm tests or benchmarks.")
     parser.add_argument("mode", choices=["test", "benchmark", "leaderboard", "profile"])
     parser.add_argument("specs", nargs="*", help="spec lines ('m: [..]; n: [..]; k: [..]; g: G; seed: S') or a spec file")
-    parser.add_argument("--baselines", action="store_true", help="also time torch._grouped_mm on bf16 and the exact path")
+    parser.add_argument("--baselines", action="store_true", help="also time torch._grouped_mm on bf16, cuBLAS fp16 on the dequantized operands and the exact path")
     parser.add_argument("--report", help="folder for benchmark.md and benchmark.png")
     parser.add_argument("--json", help="write the benchmark results as JSON here")
     parser.add_argument("--seed", type=int, help="secret seed combined into each case's seed")

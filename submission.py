@@ -15,7 +15,9 @@ Paths, chosen at the first call for each device (never at import):
     anything else  -> run_torch_exact: decode + fp32 matmul, exact, any device
 `NVFP4_GEMM_PATH=auto|sm100|sm90|torch` forces a path. A shape outside a kernel's
 `can_implement`, a missing CuTe DSL or a failed compile falls back to the exact path with
-one warning naming the reason.
+one warning naming the reason. The Blackwell kernel's first launch per config and problem
+size is checked against the exact path (a mismatch retires the config, with a warning);
+`NVFP4_GEMM_SELF_CHECK=1|0` turns that check on for every kernel, or off.
 
 Layout of this file:
     1. Inputs: validation (validate_inputs -> GroupedProblem)
@@ -99,6 +101,7 @@ except ImportError:  # used outside the leaderboard harness
 
 SF_VEC_SIZE = 16  # one E4M3 scale per 16 consecutive K values
 PATH_ENV = "NVFP4_GEMM_PATH"
+SELF_CHECK_ENV = "NVFP4_GEMM_SELF_CHECK"
 PATHS = ("auto", "sm100", "sm90", "torch")
 
 
@@ -480,14 +483,16 @@ def _dequantize_rows(packed: torch.Tensor, sf_blocked: torch.Tensor, k: int) -> 
     return (values.view(rows, k // SF_VEC_SIZE, SF_VEC_SIZE) * scales.unsqueeze(-1)).view(rows, k)
 
 
-def run_torch_exact(data, problem: GroupedProblem) -> list[torch.Tensor]:
+def run_torch_exact(data, problem: GroupedProblem, out: Sequence[torch.Tensor] | None = None) -> list[torch.Tensor]:
     """Reference-grade path for any device: one group's dequantized operands at a time,
-    fp32 products and sums (TF32 off), one rounding to fp16, written into c."""
+    fp32 products and sums (TF32 off), one rounding to fp16, written into c (or into
+    `out`, tensors shaped like the c's, which are then left alone)."""
     abc_tensors, _, sf_reordered, _ = data
+    outs = [abc[2] for abc in abc_tensors] if out is None else list(out)
     saved_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        for (a, b, c), (sfa, sfb), (m, n, k, _) in zip(abc_tensors, sf_reordered, problem.sizes):
+        for (a, b, _), (sfa, sfb), (m, n, k, _), c in zip(abc_tensors, sf_reordered, problem.sizes, outs):
             if m == 0 or n == 0:
                 continue
             a_f32 = _dequantize_rows(a[:, :, 0], sfa, k)
@@ -496,7 +501,29 @@ def run_torch_exact(data, problem: GroupedProblem) -> list[torch.Tensor]:
             del a_f32, b_f32
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved_tf32
-    return [abc[2] for abc in abc_tensors]
+    return outs
+
+
+# The leaderboard's tolerance (reference.check_implementation), used by the self-check
+SELF_CHECK_RTOL = 1e-3
+SELF_CHECK_ATOL = 1e-3
+
+
+def first_mismatch(outputs: Sequence[torch.Tensor], expected: Sequence[torch.Tensor]) -> str | None:
+    """None when every output is within the leaderboard's tolerance of the expected one
+    (and has NaN / inf exactly where it does), else what is wrong, naming the group."""
+    for g, (got, want) in enumerate(zip(outputs, expected)):
+        if got.numel() == 0:
+            continue
+        got32, want32 = got.float(), want.float()
+        bad = ~torch.isclose(got32, want32, rtol=SELF_CHECK_RTOL, atol=SELF_CHECK_ATOL, equal_nan=True)
+        count = int(bad.sum())
+        if count:
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            return (f"group {g}: {count} of {got.numel()} elements of c off by more than "
+                    f"rtol = atol = {SELF_CHECK_RTOL:g} (first at {idx}: {float(got32[idx])} "
+                    f"against {float(want32[idx])})")
+    return None
 
 
 # ======================================================================================
@@ -611,7 +638,9 @@ class KernelBackend:
     compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group;
     grid(config, num_tiles, num_sms) -> CTAs of the persistent launch;
     schedule(sizes, config, num_sms) -> HostSchedule, where the kernel walks per-CTA work
-    units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule").
+    units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule");
+    self_check: whether the runner checks a config's first launch on each problem size
+    against the exact path (NVFP4_GEMM_SELF_CHECK=1 / 0 overrides it).
     """
 
     name: str
@@ -622,6 +651,8 @@ class KernelBackend:
     num_desc: int
     grid: Callable = lambda config, num_tiles, num_sms: persistent_grid(num_tiles, num_sms)
     schedule: Callable | None = None
+    # check each (config, sizes)'s first launch against the exact path (GroupedGemmRunner.run)
+    self_check: bool = False
 
 
 @dataclasses.dataclass
@@ -716,18 +747,29 @@ class GroupedGemmRunner:
       schedules: (sizes, config) -> TileSchedule
       pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
       calls:     ids of the call's tensors and its sizes -> CallEntry
+      checked:   (config, sizes) whose first launch passed the self-check
     No cache holds anything derived from input values, nor a reference that keeps an
     input alive.
+
+    The self-check (backend.self_check, or NVFP4_GEMM_SELF_CHECK=1): the first launch of
+    a config on each problem size is compared with the exact path on that call's inputs.
+    A mismatch rejects the config for the process (plan() then returns the reason, and the
+    caller falls back) and the call returns the exact result. It catches wrong numbers,
+    not a hang or a device fault.
     """
 
-    def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64):
+    def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
+                 self_check: bool | None = None):
         self.backend = backend
         self.num_sms = num_sms
+        self.self_check = backend.self_check if self_check is None else self_check
         self.compiled = LruCache(16)
         self.plans = LruCache(maxsize)
         self.schedules = LruCache(maxsize)
         self.pointers = LruCache(maxsize)
         self.calls = CallCache(maxsize)
+        self.checked = LruCache(maxsize)
+        self.rejected: dict = {}  # config -> why its self-check failed
 
     @staticmethod
     def call_key(data) -> tuple | None:
@@ -760,7 +802,10 @@ class GroupedGemmRunner:
             return None, "inputs are not in the dense layout the TMA descriptors address"
         if not sizes:
             return None, "every group is empty"
-        return self.plans.get_or_create(sizes, lambda: self._plan(sizes))
+        config, reason = self.plans.get_or_create(sizes, lambda: self._plan(sizes))
+        if config in self.rejected:
+            return None, f"{config} failed its self-check ({self.rejected[config]})"
+        return config, reason
 
     def _plan(self, sizes):
         config = self.backend.choose_config(sizes, self.num_sms)
@@ -782,11 +827,20 @@ class GroupedGemmRunner:
             (config, sizes, ptrs),
             lambda: self._make_table(config, compiled, sched, ptrs, problem.device),
         )
+        table.launch()
+        outputs = [abc[2] for abc in data[0]]
+        if self.self_check and (config, sizes) not in self.checked:
+            wrong = first_mismatch(outputs, run_torch_exact(data, problem, [torch.empty_like(c) for c in outputs]))
+            if wrong is not None:
+                self.rejected[config] = wrong
+                warn_once(f"{b.name} kernel {config} failed its self-check on sizes {list(sizes)}: "
+                          f"{wrong}; this config is not used again in this process")
+                return run_torch_exact(data, problem)
+            self.checked.put((config, sizes), True)
         key = self.call_key(data)
         if key is not None:
             self._remember_call(key, data, table)
-        table.launch()
-        return [abc[2] for abc in data[0]]
+        return outputs
 
     def host_schedule(self, sizes, config) -> HostSchedule:
         b = self.backend
@@ -2260,6 +2314,8 @@ def sm100_backend() -> KernelBackend:
         compile=compile_sm100,
         num_desc=SM100_NUM_DESC,
         grid=sm100_grid_ctas,
+        # compile-checked only: no B200 was at hand (README, "Blackwell")
+        self_check=True,
     )
 
 
@@ -3820,6 +3876,17 @@ def requested_path() -> str:
     return path
 
 
+def requested_self_check() -> bool | None:
+    """NVFP4_GEMM_SELF_CHECK: 1 checks every kernel's first launch per config and problem
+    size against the exact path, 0 none; unset, the backend decides (KernelBackend)."""
+    value = os.environ.get(SELF_CHECK_ENV, "").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value not in ("0", "1"):
+        raise ValueError(f"{SELF_CHECK_ENV}={value!r}; expected 0, 1 or auto")
+    return value == "1"
+
+
 _device_paths: dict[torch.device, str] = {}
 
 
@@ -3865,7 +3932,9 @@ def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
     runner = _runners.get((device, path))
     if runner is None:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        runner = _runners[(device, path)] = GroupedGemmRunner(_BACKENDS[path](), num_sms)
+        runner = _runners[(device, path)] = GroupedGemmRunner(
+            _BACKENDS[path](), num_sms, self_check=requested_self_check()
+        )
     return runner
 
 

@@ -110,3 +110,20 @@ def test_benchmark_report_ratios():
     assert abs(report["summary"]["roofline_geomean_us"] - (10 * 2) ** 0.5) < 1e-9
     assert report["rows"][0][5] == "2.00" and report["rows"][1][7] == "4.00"
     assert report["rows"][0][3] == "100.0"  # 2 GFLOP in 20 us
+
+
+def test_dense_fp16_baselines_time_exact_operands():
+    """The cuBLAS fp16 baselines (run here on the CPU): per group always, stacked only where
+    every group has the same N and K; their operands are the exact dequantized values."""
+    import torch
+
+    import reference
+
+    same = [reference.generate_input(m=[40, 72], n=[256, 256], k=[256, 256], g=2, seed=s) for s in (1, 2)]
+    other = [reference.generate_input(m=[40, 72], n=[128, 256], k=[256, 256], g=2, seed=3)]
+    assert set(harness._dense_fp16_baselines(same)) == {"fp16 mm per group", "fp16 mm stacked"}
+    assert set(harness._dense_fp16_baselines(other)) == {"fp16 mm per group"}
+    a, b = harness._dequantized(same[0], torch.float16)[1]
+    ref = reference.ref_kernel(([tuple(t.clone() for t in g) for g in same[0][0]], *same[0][1:]))[1]
+    got = (a.float() @ b.float().T).half()[:, :, None]
+    assert torch.equal(got, ref)

@@ -254,3 +254,24 @@ def test_reference_agrees_with_cublas_fp4():
     ours = reference.ref_kernel(_clone(data))
     cublas = reference.scaled_mm_reference(data)
     assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(ours, cublas))
+
+
+def test_self_check_passes_on_the_real_kernel():
+    """The self-check on this GPU's kernel (forced on): the task's test shapes pass it, so
+    it never retires a correct config (on a B200 it is on by default)."""
+    if _kernel_path() not in ("sm90", "sm100"):
+        pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[_kernel_path()](),
+                                          torch.cuda.get_device_properties(0).multi_processor_count,
+                                          self_check=True)
+    for case in task_cases("tests"):
+        data = reference.generate_input(**case.args())
+        expected = reference.ref_kernel(_clone(data))
+        problem = submission.validate_inputs(data)
+        config, reason = runner.plan(problem)
+        assert config is not None, reason
+        out = runner.run(data, problem, config)
+        for g, (o, e) in enumerate(zip(out, expected)):
+            assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"{case.id} group {g}"
+    assert not runner.rejected, runner.rejected
+    assert len(runner.checked) == len(task_cases("tests"))

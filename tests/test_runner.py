@@ -11,6 +11,8 @@ import reference
 import submission
 from submission import CompiledKernels, GroupedGemmRunner, KernelBackend
 
+_EXACT = submission.run_torch_exact  # the stub's "GEMM", unaffected by tests that wrap the path
+
 
 class StubKernel:
     """Counts compiles, descriptor builds and launches; the 'GEMM' runs the exact path on
@@ -20,6 +22,7 @@ class StubKernel:
         self.compiles, self.inits, self.launches, self.choices = 0, 0, 0, 0
         self.can = can
         self.data_by_ptrs = {}
+        self.corrupt = None  # (group, row, col): one wrong element after the launch
 
     def backend(self):
         return KernelBackend(
@@ -47,7 +50,10 @@ class StubKernel:
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
-                submission.run_torch_exact(data, submission.validate_inputs(data))
+                _EXACT(data, submission.validate_inputs(data))
+                if self.corrupt is not None:
+                    g, row, col = self.corrupt
+                    data[0][g][2][row, col, 0] += 1.0
 
             return launch
 
@@ -328,3 +334,94 @@ def test_config_choice_runs_once_per_problem_sizes(stub):
     assert stub.choices == 1 and stub.inits == 3
     submission.custom_kernel(stub.register(_data(4, m=(64,), n=(256,), k=(256,))))
     assert stub.choices == 2 and len(stub.runner.plans) == 2
+
+
+def _checking(stub, monkeypatch):
+    """The stub runner with the self-check on; counts the exact path's runs into scratch."""
+    stub.runner.self_check = True
+    exact = submission.run_torch_exact
+    runs = []
+
+    def counted(data, problem, out=None):
+        runs.append(out is not None)
+        return exact(data, problem, out)
+
+    monkeypatch.setattr(submission, "run_torch_exact", counted)
+    return runs
+
+
+def test_self_check_runs_once_per_config_and_sizes(stub, monkeypatch):
+    runs = _checking(stub, monkeypatch)
+    first = stub.register(_data(21))
+    submission.custom_kernel(first)
+    submission.custom_kernel(first)  # the cached launch: no check
+    other = stub.register(_data(22))  # new pointers, same sizes: no check
+    out = submission.custom_kernel(other)
+    assert runs == [True] and stub.launches == 3
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(other)))
+    submission.custom_kernel(stub.register(_data(23, m=(64, 129))))  # new sizes: checked
+    assert runs == [True, True]
+    assert len(stub.runner.checked) == 2 and not stub.runner.rejected
+
+
+def test_self_check_rejects_a_wrong_kernel_and_names_the_group(stub, monkeypatch):
+    runs = _checking(stub, monkeypatch)
+    stub.corrupt = (1, 100, 3)
+    submission._warned.clear()
+    data = stub.register(_data(24))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = [c.clone() for c in submission.custom_kernel(data)]
+        again = submission.custom_kernel(data)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2, messages
+    assert "failed its self-check" in messages[0] and "group 1: 1 of" in messages[0]
+    assert "(100, 3, 0)" in messages[0]
+    assert "cannot take this call" in messages[1] and "failed its self-check" in messages[1]
+    # the failing call returned the exact result; the next one never launched the kernel
+    assert stub.launches == 1 and runs == [True, False, False]
+    assert len(stub.runner.calls) == 0 and ("cfg", 128, 128) in stub.runner.rejected
+    for got in (out, again):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def test_self_check_off_lets_a_wrong_kernel_through(stub, monkeypatch):
+    """The check is what catches it: with it off the stub's corruption reaches the output."""
+    stub.corrupt = (0, 5, 7)
+    data = stub.register(_data(25))
+    out = submission.custom_kernel(data)
+    assert not torch.equal(out[0], _expected(data)[0])
+
+
+def test_first_mismatch_follows_the_leaderboard_tolerance():
+    want = torch.tensor([[1.0, -2.0], [float("nan"), float("inf")]], dtype=torch.float16)
+    assert submission.first_mismatch([want.clone()], [want]) is None
+    close = want.clone()
+    close[0, 0] = 1.0019  # atol 1e-3 + rtol 1e-3 * 1 = 2e-3
+    assert submission.first_mismatch([close], [want]) is None
+    for i, v in (((0, 1), -2.01), ((1, 0), 0.0), ((1, 1), 65504.0)):
+        off = want.clone()
+        off[i] = v
+        msg = submission.first_mismatch([torch.empty(0), off], [torch.empty(0), want])
+        assert msg is not None and msg.startswith("group 1: 1 of 4") and str(i) in msg
+
+
+@pytest.mark.parametrize("value,expected", [(None, None), ("", None), ("auto", None), ("1", True), ("0", False)])
+def test_self_check_env(monkeypatch, value, expected):
+    if value is None:
+        monkeypatch.delenv(submission.SELF_CHECK_ENV, raising=False)
+    else:
+        monkeypatch.setenv(submission.SELF_CHECK_ENV, value)
+    assert submission.requested_self_check() is expected
+
+
+def test_self_check_env_rejects_other_values(monkeypatch):
+    monkeypatch.setenv(submission.SELF_CHECK_ENV, "yes")
+    with pytest.raises(ValueError, match="NVFP4_GEMM_SELF_CHECK"):
+        submission.requested_self_check()
+
+
+def test_only_the_unrun_blackwell_kernel_checks_itself_by_default():
+    assert submission.sm100_backend().self_check and not submission.sm90_backend().self_check
+    assert GroupedGemmRunner(submission.sm100_backend(), 148).self_check
+    assert not GroupedGemmRunner(submission.sm100_backend(), 148, self_check=False).self_check
