@@ -120,13 +120,19 @@ class GroupedProblem:
     """A validated call: sizes per group and the device everything lives on.
 
     `kernel_layout` is True when every tensor has the dense layout the TMA-based kernels
-    address (K-major A/B rows, N-contiguous C rows, the blocked scale allocation); the
-    exact torch path takes any strides.
+    address (K-major A/B rows, N-contiguous C rows, the blocked scale allocation) and A, B
+    and both scales start on 16 bytes (TMA and bulk copies fault on anything else); else
+    `layout_issue` names the first group and field that break it. The exact torch path
+    takes any strides. `c_misaligned` names the first C that no TMA store can address (not
+    16-byte aligned): the Hopper kernel stores such a C element by element, the Blackwell
+    kernel does not take it.
     """
 
     sizes: tuple[tuple[int, int, int, int], ...]
     device: torch.device
     kernel_layout: bool
+    layout_issue: str = ""
+    c_misaligned: str = ""
 
 
 def _fail(group: int, field: str, message: str) -> None:
@@ -187,7 +193,7 @@ def validate_inputs(data) -> GroupedProblem:
         )
     device = abc_tensors[0][0].device if isinstance(abc_tensors[0][0], torch.Tensor) else None
     sizes = []
-    kernel_layout = True
+    layout_issue = c_misaligned = ""
     for g in range(num_groups):
         m, n, k, l = _check_sizes(g, problem_sizes[g])
         if len(abc_tensors[g]) != 3:
@@ -201,15 +207,27 @@ def validate_inputs(data) -> GroupedProblem:
         _check_tensor(g, "c", c, (torch.float16,), (m, n, l), device)
         _check_tensor(g, "sfa_reordered", sfa, (torch.float8_e4m3fn,), _blocked_scale_shape(m, k), device)
         _check_tensor(g, "sfb_reordered", sfb, (torch.float8_e4m3fn,), _blocked_scale_shape(n, k), device)
-        kernel_layout = kernel_layout and (
-            a.stride()[:2] == (k // 2, 1)
-            and b.stride()[:2] == (k // 2, 1)
-            and c.stride()[:2] == (n, 1)
-            and sfa.stride()[:5] == _blocked_scale_strides(m, k)
-            and sfb.stride()[:5] == _blocked_scale_strides(n, k)
-        )
+        if not layout_issue:
+            layout_issue = _layout_issue(g, a, b, c, sfa, sfb, m, n, k)
+        if not c_misaligned and c.data_ptr() % 16:
+            c_misaligned = f"group {g}: c starts at {c.data_ptr() % 16} bytes past a 16-byte boundary"
         sizes.append((m, n, k, l))
-    return GroupedProblem(tuple(sizes), device, kernel_layout)
+    return GroupedProblem(tuple(sizes), device, not layout_issue, layout_issue, c_misaligned)
+
+
+def _layout_issue(g, a, b, c, sfa, sfb, m, n, k) -> str:
+    """Why group g's tensors are not what the kernels' TMA descriptors and bulk copies can
+    address, or "" when they are."""
+    strides = {"a": (a, (k // 2, 1)), "b": (b, (k // 2, 1)), "c": (c, (n, 1)),
+               "sfa_reordered": (sfa, _blocked_scale_strides(m, k)),
+               "sfb_reordered": (sfb, _blocked_scale_strides(n, k))}
+    for field, (t, dense) in strides.items():
+        if t.stride()[:len(dense)] != dense:
+            return f"group {g}: {field} has strides {t.stride()}, not the dense {dense}"
+    for field, t in (("a", a), ("b", b), ("sfa_reordered", sfa), ("sfb_reordered", sfb)):
+        if t.data_ptr() % 16:
+            return f"group {g}: {field} starts at {t.data_ptr() % 16} bytes past a 16-byte boundary"
+    return ""
 
 
 # ======================================================================================
@@ -653,6 +671,7 @@ class KernelBackend:
     schedule: Callable | None = None
     # check each (config, sizes)'s first launch against the exact path (GroupedGemmRunner.run)
     self_check: bool = False
+    needs_aligned_c: bool = False  # C only through TMA stores (GroupedProblem.c_misaligned)
 
 
 @dataclasses.dataclass
@@ -799,7 +818,9 @@ class GroupedGemmRunner:
         """(config, None) when the kernel takes this problem, else (None, reason)."""
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         if not problem.kernel_layout:
-            return None, "inputs are not in the dense layout the TMA descriptors address"
+            return None, f"inputs are not in the dense layout the TMA descriptors address ({problem.layout_issue})"
+        if self.backend.needs_aligned_c and problem.c_misaligned:
+            return None, f"the kernel stores C by TMA only ({problem.c_misaligned})"
         if not sizes:
             return None, "every group is empty"
         config, reason = self.plans.get_or_create(sizes, lambda: self._plan(sizes))
@@ -2316,6 +2337,7 @@ def sm100_backend() -> KernelBackend:
         grid=sm100_grid_ctas,
         # compile-checked only: no B200 was at hand (README, "Blackwell")
         self_check=True,
+        needs_aligned_c=True,
     )
 
 

@@ -275,3 +275,24 @@ def test_self_check_passes_on_the_real_kernel():
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"{case.id} group {g}"
     assert not runner.rejected, runner.rejected
     assert len(runner.checked) == len(task_cases("tests"))
+
+
+def test_unaligned_weights_fall_back_without_a_fault():
+    """b at a 4-byte offset: no TMA load can address it, so the call takes the fallback
+    (one warning naming the group) instead of faulting in the kernel."""
+    data = reference.generate_input(m=(96, 64), n=(256, 128), k=(512, 256), g=2, seed=10)
+    a, b, c = data[0][1]
+    flat = torch.zeros(b.numel() + 16, dtype=torch.uint8, device=b.device)
+    moved = flat[4:4 + b.numel()].view(b.dtype).view(b.shape)
+    moved.view(torch.uint8).copy_(b.view(torch.uint8))
+    data[0][1] = (a, moved, c)
+    expected = reference.ref_kernel(_clone(data))
+    submission._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = submission.custom_kernel(data)
+    torch.cuda.synchronize()
+    if _kernel_path() in ("sm90", "sm100"):
+        assert any("group 1: b starts at 4 bytes" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"

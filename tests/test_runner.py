@@ -425,3 +425,36 @@ def test_only_the_unrun_blackwell_kernel_checks_itself_by_default():
     assert submission.sm100_backend().self_check and not submission.sm90_backend().self_check
     assert GroupedGemmRunner(submission.sm100_backend(), 148).self_check
     assert not GroupedGemmRunner(submission.sm100_backend(), 148, self_check=False).self_check
+
+
+def test_a_kernel_that_needs_aligned_c_declines_an_unaligned_c(stub, monkeypatch):
+    """The Blackwell kernel stores C by TMA only: an unaligned C goes to the fallback, and
+    the warning names the group."""
+    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, needs_aligned_c=True))
+    data = _data(26)
+    c = data[0][1][2]
+    flat = torch.zeros(c.numel() + 1, dtype=c.dtype)
+    data[0][1] = (data[0][1][0], data[0][1][1], flat[1:].view(c.shape))
+    submission._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = submission.custom_kernel(data)
+    assert len(caught) == 1 and "group 1: c starts at 2 bytes" in str(caught[0].message)
+    assert stub.launches == 0
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_unaligned_operand_falls_back_naming_it(stub):
+    data = _data(27)
+    a = data[0][0][0]
+    flat = torch.zeros(a.numel() + 16, dtype=torch.uint8)
+    moved = flat[4:4 + a.numel()].view(a.dtype).view(a.shape)
+    moved.view(torch.uint8).copy_(a.view(torch.uint8))
+    data[0][0] = (moved, data[0][0][1], data[0][0][2])
+    submission._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = submission.custom_kernel(data)
+    assert len(caught) == 1 and "group 0: a starts at 4 bytes past a 16-byte boundary" in str(caught[0].message)
+    assert stub.launches == 0
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))

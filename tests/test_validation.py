@@ -128,3 +128,47 @@ def test_non_dense_strides_still_correct():
     expected = reference.ref_kernel(reference_copy := (d[0], d[1], d[2], d[3]))[0].clone()
     got = submission.custom_kernel(_replace(reference_copy, 0, "a", strided_a))[0]
     assert torch.equal(got, expected)
+
+
+def _offset_copy(t, offset_bytes):
+    """t (a 1-byte dtype) copied into a buffer that starts offset_bytes past a 16-byte
+    boundary, with t's shape and strides."""
+    nbytes = t.untyped_storage().nbytes()
+    flat = torch.zeros(nbytes + 16, dtype=torch.uint8)
+    out = flat[offset_bytes:offset_bytes + nbytes].view(t.dtype)
+    out = out.as_strided(t.shape, t.stride(), out.storage_offset() + t.storage_offset())
+    out.copy_(t)
+    return out
+
+
+@pytest.mark.parametrize("field", ["a", "b", "sfa_reordered", "sfb_reordered"])
+def test_unaligned_operand_names_group_and_field_and_stays_correct(field):
+    d = _data(m=(64, 96))
+    src = dict(zip(("a", "b", "c"), d[0][1])) | dict(zip(("sfa_reordered", "sfb_reordered"), d[2][1]))
+    moved = _offset_copy(src[field], 2)
+    assert moved.data_ptr() % 16 == 2 and torch.equal(moved.view(torch.uint8), src[field].view(torch.uint8))
+    data = _replace(d, 1, field, moved)
+    problem = submission.validate_inputs(data)
+    assert not problem.kernel_layout
+    assert problem.layout_issue == f"group 1: {field} starts at 2 bytes past a 16-byte boundary"
+    expected = [c.clone() for c in reference.ref_kernel(_replace(_data(m=(64, 96)), 1, field, moved))]
+    got = submission.custom_kernel(data)
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+
+
+def test_unaligned_c_is_noted_but_keeps_the_kernel_layout():
+    d = _data(m=(64, 96))
+    c = d[0][0][2]
+    flat = torch.zeros(c.numel() + 1, dtype=c.dtype)
+    data = _replace(d, 0, "c", flat[1:].view(c.shape))
+    problem = submission.validate_inputs(data)
+    assert problem.kernel_layout and problem.layout_issue == ""
+    assert problem.c_misaligned == "group 0: c starts at 2 bytes past a 16-byte boundary"
+
+
+def test_strided_operand_names_group_and_field():
+    d = _data(m=(64,), n=(128,), k=(256,))
+    wide = torch.zeros((64, 256, 1), dtype=torch.uint8)
+    strided_a = wide[:, :128].view(torch.float4_e2m1fn_x2)
+    problem = submission.validate_inputs(_replace(d, 0, "a", strided_a))
+    assert problem.layout_issue.startswith("group 0: a has strides (256, 1, ")

@@ -2,7 +2,7 @@
 # forced on, the benchmark with the new cuBLAS fp16 baselines, host time.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-source .device/setup.sh 2>&1 | tail -1
+source .device/setup.sh > /tmp/setup.log 2>&1; tail -1 /tmp/setup.log
 L=$OUT/run1.log
 echo "== $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)" | tee -a $L
 timeout 150 python3 -m pytest -q -m gpu tests/test_gpu.py -k "self_check or task_tests or many_tiles" -p no:cacheprovider 2>&1 | tail -3 | tee -a $L
