@@ -454,6 +454,73 @@ def stream_k_units(
     return WorkSchedule(tuple(ctas), tuple(starts), num_slots)
 
 
+def balanced_units(
+    rows: Sequence[tuple[int, int, int]],
+    phase_sizes: Sequence[int],
+    k_tiles: Sequence[int],
+    grid: int,
+    kt_us: Sequence[float],
+    unit_us: float,
+    fixup_us: float,
+    min_kt: int = 2,
+) -> WorkSchedule:
+    """Whole tiles longest first onto the least loaded CTA (LPT), then, while it shortens
+    the most loaded CTA, that CTA's longest whole tile is split: its first K-tiles move as
+    a PARTIAL to the least loaded CTA that has given nothing away, its rest stays as the
+    FIXUP. Unlike stream_k_units, only the tiles that make a CTA long are split (one piece
+    each), not one tile at every CTA boundary.
+
+    Deadlock freedom: the givers and the takers are disjoint and the takers come first in
+    CTA order. A taker holds no FIXUP, so it waits for nothing; a FIXUP waits only for a
+    lower CTA's PARTIAL, as in stream_k_units. Within each phase a CTA runs its PARTIALs
+    first and its FIXUPs last, so that a PARTIAL is done early and a FIXUP seldom waits."""
+    phase = phase_of_rows(phase_sizes)
+    cost = [k_tiles[g] * kt_us[phase[i]] + unit_us for i, (g, _, _) in enumerate(rows)]
+    pieces: list[list[list[int]]] = [[] for _ in range(grid)]  # [row, kt0, kt1, role, slot]
+    load = [0.0] * grid
+    for i in sorted(range(len(rows)), key=lambda i: -cost[i]):
+        c = min(range(grid), key=lambda c: (load[c], c))
+        pieces[c].append([i, 0, k_tiles[rows[i][0]], UNIT_WHOLE, 0])
+        load[c] += cost[i]
+    lpt, lpt_makespan = [[list(p) for p in cta] for cta in pieces], max(load)
+    givers, takers, num_slots = set(), set(), 0
+    while True:
+        top = max(range(grid), key=lambda c: (load[c], -c))
+        whole = [p for p in pieces[top] if p[3] == UNIT_WHOLE and p[2] >= 2 * min_kt]
+        free = [c for c in range(grid) if c not in givers and c != top]
+        if top in takers or not whole or not free:
+            break
+        low = min(free, key=lambda c: (load[c], c))
+        tile = max(whole, key=lambda p: cost[p[0]])
+        per = kt_us[phase[tile[0]]]
+        head = min(int((load[top] - load[low] - unit_us) / (2 * per)), tile[2] - min_kt)
+        if head < min_kt or max(load[top] - head * per + fixup_us, load[low] + head * per + unit_us + fixup_us) >= load[top]:
+            break
+        tile[1], tile[3], tile[4] = head, UNIT_FIXUP, num_slots
+        pieces[low].append([tile[0], 0, head, UNIT_PARTIAL, num_slots])
+        load[top] += fixup_us - head * per
+        load[low] += head * per + unit_us + fixup_us
+        givers.add(top)
+        takers.add(low)
+        num_slots += 1
+    if max(load) >= lpt_makespan:  # splits that shortened no CTA that sets the makespan
+        pieces, givers, takers, num_slots = lpt, set(), set(), 0
+    order = sorted(range(grid), key=lambda c: (c not in takers, c in givers, c))
+    rank = {UNIT_PARTIAL: 0, UNIT_WHOLE: 1, UNIT_FIXUP: 2}
+    ctas, starts = [], []
+    for c in order:
+        if not pieces[c]:
+            continue
+        units = sorted(pieces[c], key=lambda p: (phase[p[0]], rank[p[3]]))
+        ctas.append(tuple(
+            WorkUnit(*rows[i], kt0, kt1, role, slot if role == UNIT_PARTIAL else 0,
+                     slot if role == UNIT_FIXUP else -1)
+            for i, kt0, kt1, role, slot in units
+        ))
+        starts.append(_phase_starts([phase[p[0]] for p in units], len(phase_sizes)))
+    return WorkSchedule(tuple(ctas), tuple(starts), num_slots)
+
+
 def modeled_cta_us(ws: WorkSchedule, kt_us: Sequence[float], unit_us: float,
                    fixup_us: float) -> list[float]:
     """Each CTA's modeled time under the same accounting as stream_k_units."""

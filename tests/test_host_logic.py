@@ -102,13 +102,14 @@ def _units(sizes, stream_k, tile_n=128, grid=132, widths=(128, 96, 64), unit_us=
     k_tiles = [k // 128 for _, _, k, _ in sizes]
     if stream_k:
         kt_us = [_WIDTH_COST[w] for w in widths]
-        ws = submission.stream_k_units(rows, counts, k_tiles, grid, kt_us, unit_us, fixup_us)
+        gen = submission.balanced_units if stream_k == "balanced" else submission.stream_k_units
+        ws = gen(rows, counts, k_tiles, grid, kt_us, unit_us, fixup_us)
     else:
         ws = submission.round_robin_units(rows, counts, k_tiles, min(grid, len(rows)))
     return rows, submission.phase_of_rows(counts), k_tiles, ws
 
 
-@pytest.mark.parametrize("stream_k", [False, True])
+@pytest.mark.parametrize("stream_k", [False, True, "balanced"])
 @pytest.mark.parametrize("seed", range(12))
 def test_work_units_cover_every_k_tile_once(seed, stream_k):
     rng = random.Random(seed)
@@ -164,6 +165,63 @@ def test_stream_k_pieces_wait_only_for_a_lower_ctas_first_unit(seed):
             elif u.role == submission.UNIT_WHOLE:
                 assert (u.kt0, u.kt1) == (0, k_tiles[u.group])
     assert fixups == ws.num_slots
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_balanced_pieces_wait_only_for_a_lower_takers_partial(seed):
+    # balanced_units's deadlock-freedom argument: the CTAs holding PARTIALs (takers) hold
+    # no FIXUP and come first; a FIXUP waits for one PARTIAL of its tile on a lower CTA,
+    # which ends where the FIXUP starts; per phase, PARTIALs run first and FIXUPs last
+    rng = random.Random(300 + seed)
+    sizes = _benchmark_like(rng, rng.choice([1, 2, 8, 16]))
+    grid = rng.choice([132, 40, 7])
+    _, _, k_tiles, ws = _units(sizes, "balanced", rng.choice([128, 256]), grid=grid)
+    partial_at, rank = {}, {submission.UNIT_PARTIAL: 0, submission.UNIT_WHOLE: 1, submission.UNIT_FIXUP: 2}
+    for c, cta in enumerate(ws.ctas):
+        keys = [(p, rank[u.role]) for u, p in zip(cta, ws.phases(c))]
+        assert keys == sorted(keys)
+        for u in cta:
+            if u.role == submission.UNIT_PARTIAL:
+                assert u.kt0 == 0 and u.slot not in partial_at
+                partial_at[u.slot] = (c, u)
+    assert sorted(partial_at) == list(range(ws.num_slots))
+    takers = {c for c, _ in partial_at.values()}
+    assert takers == set(range(len(takers)))  # the first CTAs
+    fixups = 0
+    for c, cta in enumerate(ws.ctas):
+        for u in cta:
+            if u.role == submission.UNIT_FIXUP:
+                fixups += 1
+                pc, p = partial_at[u.prev]
+                assert pc < c and c not in takers
+                assert (p.group, p.tm, p.tn, p.kt1) == (u.group, u.tm, u.tn, u.kt0) and p.kt1 >= 2
+                assert u.kt1 == k_tiles[u.group] and u.kt1 - u.kt0 >= 2
+            elif u.role == submission.UNIT_WHOLE:
+                assert (u.kt0, u.kt1) == (0, k_tiles[u.group])
+    assert fixups == ws.num_slots
+
+
+def test_balanced_splits_only_the_long_tiles_of_a_one_wave_shape():
+    # shape 2 of task.yml at tile_n 128: 72 full tiles set the makespan, 48 narrow ones and
+    # 12 idle CTAs take their heads; one split per full tile, none of the narrow ones
+    sizes = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]
+    widths = (128, 96, 64)
+    cost = ([_WIDTH_COST[w] for w in widths], 1.8, 0.6)
+    rr = max(submission.modeled_cta_us(_units(sizes, False, widths=widths, unit_us=1.8)[3], *cost))
+    _, _, _, bal = _units(sizes, "balanced", widths=widths, unit_us=1.8)
+    _, _, _, sk = _units(sizes, True, widths=widths, unit_us=1.8)
+    assert max(submission.modeled_cta_us(bal, *cost)) < 0.9 * rr
+    assert bal.num_slots == 72 < sk.num_slots
+    split = {(u.group, u.tm, u.tn) for cta in bal.ctas for u in cta if u.role != submission.UNIT_WHOLE}
+    assert all(tm < (1 if g == 0 else 2) for g, tm, _ in split)  # full tiles only
+
+
+def test_balanced_keeps_an_even_shape_whole():
+    # shape 3: 128 equal tiles on 132 CTAs; a split could only move work to the 4 idle
+    # CTAs without shortening the other 124, so nothing is split
+    sizes = [(128, 4096, 1536, 1), (384, 4096, 1536, 1)]
+    _, _, _, bal = _units(sizes, "balanced")
+    assert bal.num_slots == 0 and all(len(c) == 1 for c in bal.ctas)
 
 
 def test_stream_k_balances_the_benchmark_shape():
