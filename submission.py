@@ -3833,11 +3833,26 @@ SM90_NARROW_CHOICES = ((96, 64), (64,))
 # 2026-12-01, fourth session): with 2.5 the model picks the measured-best config on all
 # four benchmark shapes.
 SM90_FIXUP_US = {256: 2.5, 192: 1.8, 128: 1.2}
-# Widths the chooser offers stream-K at. At tile_n 128 it measured slower on all four
-# shapes (kernel 161.5 / 92.6 / 35.8 / 17.4 against 144.8 / 86.2 / 33.3 / 16.9 us whole):
-# its K-loop grows from 373 to 384 SASS instructions, and its 2x more pieces each pay a
-# pipeline fill and a partial. At 256 the K-loop is unchanged (565).
+# Widths the chooser offers stream-K (stream_k_units) at. At tile_n 128 it measured slower
+# on all four shapes (kernel 161.5 / 92.6 / 35.8 / 17.4 against 144.8 / 86.2 / 33.3 / 16.9
+# us whole): its 2x more pieces each pay a pipeline fill and a partial.
 SM90_STREAM_K_TILE_N = (256,)
+# At tile_n 128 a problem of one wave (no more tiles than SMs) is offered split pieces cut
+# by balanced_units instead: the long tiles' heads go to the idle and short CTAs, one piece
+# per long tile, every tile running at once (so the split keeps L2 sharing). Against whole
+# tiles (notes/measurements.md, 2026-12-01, eleventh session, two rounds each): shape 2
+# 29.4 / 29.4 against 30.5 / 30.5 us, G = 2 M = (64, 128) N = 2048 K = 4096 20.4 / 20.4
+# against 29.7 / 29.7, G = 1 M = 300 N = 4096 K = 4096 28.8 / 28.8 against 30.6 / 30.4.
+# On a problem of many waves the same LPT order lost the L2 sharing (shape 0 at tile_n 256:
+# 160.5 us against 109.1 with stream_k_units), so it is not used there.
+SM90_BALANCED_TILE_N = (128,)
+# balanced_units sets its split points from these: the K-tile costs tools/sm90_ktile_cost.py
+# measured at tile_n 128 (ninth session) by token width, and a unit / split cost. Shape 2
+# ran the same within 0.2 us with (unit, split) = (1.0, 0.8), (0.5, 0.5), (1.5, 1.0) and
+# (0.7, 1.4); the chooser's fitted table above (which ranks configs) cut its heads too
+# short: 30.4-30.5 us.
+SM90_BALANCE_KTILE_US = {128: 0.847, 96: 0.765, 64: 0.587, 32: 0.513}
+SM90_BALANCE_UNIT_US, SM90_BALANCE_FIXUP_US = 1.0, 0.8
 
 
 def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, ...], float, float]:
@@ -3848,12 +3863,16 @@ def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, ...], float, float]:
 
 def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> WorkSchedule:
     """The Hopper kernel's per-CTA work units: the phases of split_tiles_by_width, whole
-    tiles in round robin, or cut into stream-K pieces of equal modeled time."""
+    tiles in round robin, or split: a one-wave problem at a SM90_BALANCED_TILE_N width by
+    balanced_units, anything else into stream-K pieces of equal modeled time."""
     rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     rows, phase_sizes = split_tiles_by_width(rows, sizes, cfg.widths)
     k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
     if not cfg.stream_k:
         return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
+    if cfg.tile_n in SM90_BALANCED_TILE_N and len(rows) <= num_sms:
+        return balanced_units(rows, phase_sizes, k_tiles, num_sms, [SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
+                              SM90_BALANCE_UNIT_US, SM90_BALANCE_FIXUP_US)
     return stream_k_units(rows, phase_sizes, k_tiles, num_sms, *sm90_cost_model(cfg))
 
 
@@ -3878,13 +3897,22 @@ def sm90_makespan_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: i
     return max(modeled_cta_us(sm90_work_schedule(sizes, cfg, num_sms), *sm90_cost_model(cfg)))
 
 
+def sm90_offers_split(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> bool:
+    """Whether the chooser considers split pieces at cfg's width: stream-K at the
+    SM90_STREAM_K_TILE_N widths, balanced_units at the SM90_BALANCED_TILE_N ones when the
+    problem is one wave."""
+    one_wave = sum(tiles_per_group(sizes, cfg.tile_m, cfg.tile_n)) <= num_sms
+    return cfg.tile_n in SM90_STREAM_K_TILE_N or (cfg.tile_n in SM90_BALANCED_TILE_N and one_wave)
+
+
 def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm90Config:
-    """tile_n 256 halves the token decode per MAC but makes tiles twice as long; stream-K
-    evens out the CTAs at the price of partial sums. Picked by the modeled makespan (ties
-    go to the earlier, simpler config: whole tiles before stream-K, 128 before 256)."""
+    """tile_n 256 halves the token decode per MAC but makes tiles twice as long; split
+    pieces even out the CTAs at the price of partial sums (stream-K at 256, balanced_units
+    at 128 when the problem is one wave). Picked by the modeled makespan (ties go to the
+    earlier, simpler config: whole tiles before split ones, 128 before 256)."""
     configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
-    configs += [make_sm90_config(n, narrow=w, stream_k=True)
-                for n in SM90_STREAM_K_TILE_N for w in SM90_NARROW_CHOICES]
+    configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
+                if sm90_offers_split(sizes, cfg := make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
     return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
 
 

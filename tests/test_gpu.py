@@ -296,3 +296,33 @@ def test_unaligned_weights_fall_back_without_a_fault():
         assert any("group 1: b starts at 4 bytes" in str(w.message) for w in caught), [str(w.message) for w in caught]
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
+@pytest.mark.parametrize("num_sms", [7, 11, 132])
+def test_balanced_units_every_phase_on_tiny_grids(num_sms, monkeypatch):
+    """balanced_units forced at both tile widths on grids where it splits (long K = 2048
+    tiles against short ones): takers holding several PARTIALs before whole tiles, givers
+    ending phases with a FIXUP. The chooser uses it only for one wave at tile_n 128."""
+    if _kernel_path() != "sm90":
+        pytest.skip(f"Hopper-only schedule (path {_kernel_path()})")
+
+    def balanced(sizes, cfg, grid):
+        rows = submission.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
+        rows, phase_sizes = submission.split_tiles_by_width(rows, sizes, cfg.widths)
+        kt_us = [submission.SM90_BALANCE_KTILE_US[w] for w in cfg.widths]
+        return submission.balanced_units(rows, phase_sizes, [k // 128 for _, _, k, _ in sizes], grid, kt_us, 1.0, 0.8)
+
+    monkeypatch.setattr(submission, "sm90_work_schedule", balanced)
+    m, n, k = (128, 64, 200, 40), (512, 512, 256, 384), (2048, 256, 1024, 256)
+    data = reference.generate_input(m=m, n=n, k=k, g=len(m), seed=5)
+    expected = reference.ref_kernel(_clone(data))
+    problem = submission.validate_inputs(data)
+    splits = 0
+    for tile_n in (128, 256):
+        cfg = submission.make_sm90_config(tile_n, stream_k=True)
+        splits += balanced([(a, b, c, 1) for a, b, c in zip(m, n, k)], cfg, num_sms).num_slots
+        out = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms).run(data, problem, cfg)
+        torch.cuda.synchronize()
+        for g, (o, e) in enumerate(zip(out, expected)):
+            assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"tile_n {tile_n} group {g}"
+    assert splits > 0

@@ -335,7 +335,7 @@ def test_makespan_model_follows_the_round_robin():
 
 @pytest.mark.parametrize(
     "case, tile_n, stream_k, narrow",
-    [(0, 256, True, (96, 64)), (1, 256, True, (96, 64)), (2, 128, False, (96, 64)), (3, 128, False, (96, 64))],
+    [(0, 256, True, (96, 64)), (1, 256, True, (96, 64)), (2, 128, True, (96, 64)), (3, 128, False, (96, 64))],
 )
 def test_config_choice_on_the_benchmarks(case, tile_n, stream_k, narrow):
     """The measured-best config per benchmark shape on the H200. Tile width and split
@@ -344,7 +344,9 @@ def test_config_choice_on_the_benchmarks(case, tile_n, stream_k, narrow):
     fourth session). Narrow phases (event us, tenth session): at 256 stream-K (96, 64)
     108.9 / 69.4 against (64,) 110.5 / 69.5 (shapes 0 / 1, run 3); at 128, (96, 64) 30.6 /
     15.3 against (64,) 31.2 / 15.6 (shapes 2 / 3, three alternating rounds, run 4), though
-    no tile of shapes 2 and 3 uses the 96 phase."""
+    no tile of shapes 2 and 3 uses the 96 phase. Shape 2 split by balanced_units (event
+    us, eleventh session): 29.4 / 29.4 against 30.5 / 30.5 whole; shape 3 has nothing to
+    balance (128 equal tiles), so its split config models the same and whole wins."""
     from cases import task_cases
 
     args = task_cases("benchmarks")[case].args()
@@ -430,3 +432,37 @@ def test_trace_gap_table_orders_points_by_time():
     assert line.startswith("  K-tile 1000 cycles: start +0, wait0 +10, tokwait +40, iss0 +30, chunks +120,")
     assert "publish +50, wait3 +50, iss3 +100, loadw +100, next +100" in line
     assert "epilogue median 800 cycles over 16 tiles" in line
+
+
+@pytest.mark.parametrize(
+    "m, n, k, tile_n, stream_k",
+    [((64, 128), 2048, 4096, 128, True),  # 32 tiles: balanced 20.4 against 29.7 us whole
+     ((300,), 4096, 4096, 128, True),  # 96 tiles: 28.8 against 30.5
+     ((40, 200, 129), 7168, 2048, 256, True)],  # 280 tiles at 128: stream-K at 256, 30.0 against 33.9
+)
+def test_config_choice_on_one_wave_shapes(m, n, k, tile_n, stream_k):
+    """Measured on the H200 (notes/measurements.md, eleventh session, two rounds)."""
+    sizes = [(mm, n, k, 1) for mm in m]
+    cfg = S.choose_sm90_config(sizes, 132)
+    assert (cfg.tile_n, cfg.stream_k) == (tile_n, stream_k)
+
+
+def test_split_at_128_only_for_one_wave_problems_and_by_balanced_units():
+    one = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]  # 120 tiles
+    many = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]  # 352 tiles
+    cfg = S.make_sm90_config(128, stream_k=True)
+    assert S.sm90_offers_split(one, cfg, 132) and not S.sm90_offers_split(one, cfg, 119)
+    assert not S.sm90_offers_split(many, cfg, 132)
+    assert S.sm90_offers_split(many, S.make_sm90_config(256, stream_k=True), 132)
+    ws = S.sm90_work_schedule(one, cfg, 132)
+    # balanced_units: each of the 72 full tiles split once, the narrow ones whole
+    assert ws.num_slots == 72 and len(ws.ctas) == 132
+    rows = S.build_tile_schedule(one, 128, 128)
+    rows, phase_sizes = S.split_tiles_by_width(rows, one, cfg.widths)
+    assert ws == S.balanced_units(rows, phase_sizes, [32, 32], 132,
+                                  [S.SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
+                                  S.SM90_BALANCE_UNIT_US, S.SM90_BALANCE_FIXUP_US)
+    # many waves at 128 (a test or a forced config): stream-K pieces as before
+    assert S.sm90_work_schedule(many, cfg, 132) == S.stream_k_units(
+        *S.split_tiles_by_width(S.build_tile_schedule(many, 128, 128), many, cfg.widths),
+        [56] * 8, 132, *S.sm90_cost_model(cfg))

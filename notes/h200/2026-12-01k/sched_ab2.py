@@ -1,0 +1,82 @@
+"""Run 4 of the eleventh session: balanced_units (one-wave problems at tile_n 128) with a
+few cost constants on shape 2, and the chooser's old pick against 128 balanced on three
+other one-wave shapes. Leaderboard timing (15 inputs, L2 flushed, one event pair),
+variants alternating, checked against the reference once.
+    python notes/h200/2026-12-01k/sched_ab2.py [ROUNDS]"""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+import torch  # noqa: E402
+
+import eval as ev  # noqa: E402
+import reference  # noqa: E402
+import submission as S  # noqa: E402
+
+ORIG_WS = S.sm90_work_schedule
+MEAS = {128: 0.847, 96: 0.765, 64: 0.587, 32: 0.513}  # tools/sm90_ktile_cost.py, tile_n 128
+SHAPES = {
+    "bench 2": ([192, 320], 3072, 4096),
+    "A G=2 N=2048 K=4096": ([64, 128], 2048, 4096),
+    "B G=1 N=4096 K=4096": ([300], 4096, 4096),
+    "C G=3 N=7168 K=2048": ([40, 200, 129], 7168, 2048),
+}
+
+
+def balanced(unit, fixup):
+    def ws(sizes, cfg, num_sms):
+        rows = S.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
+        rows, phase_sizes = S.split_tiles_by_width(rows, sizes, cfg.widths)
+        k_tiles = [k // S.SM90_PACKED_K_TILE for _, _, k, _ in sizes]
+        return S.balanced_units(rows, phase_sizes, k_tiles, num_sms, [MEAS[w] for w in cfg.widths], unit, fixup)
+    return ws
+
+
+def variants(name):
+    sizes = [(m, SHAPES[name][1], SHAPES[name][2], 1) for m in SHAPES[name][0]]
+    old = S.choose_sm90_config(sizes)
+    sk128 = S.make_sm90_config(128, narrow=(96, 64), stream_k=True)
+    v = {f"old pick ({old.tile_n}{' sk' if old.stream_k else ''} {old.narrow})": (old, ORIG_WS)}
+    if not (old.tile_n == 128 and not old.stream_k):
+        v["128 whole"] = (S.make_sm90_config(128, narrow=(96, 64)), ORIG_WS)
+    consts = [(1.0, 0.8), (0.5, 0.5), (1.5, 1.0), (0.7, 1.4)] if name == "bench 2" else [(1.0, 0.8)]
+    for unit, fixup in consts:
+        v[f"128 balanced {unit}/{fixup}"] = (sk128, balanced(unit, fixup))
+    return v
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    results = {}
+    runner = S.get_runner(torch.device("cuda", 0), "sm90")
+    table = {name: variants(name) for name in SHAPES}
+    for r in range(rounds):
+        for name, (ms, n, k) in SHAPES.items():
+            data_list = [reference.generate_input(m=ms, n=[n] * len(ms), k=[k] * len(ms), g=len(ms), seed=1111 + 42 * i)
+                         for i in range(1, 16)]
+            ref = reference.ref_kernel(ev._clone_data(data_list[0]))
+            for vname, (cfg, ws) in table[name].items():
+                runner.backend = S.dataclasses.replace(runner.backend, choose_config=lambda sizes, num_sms=0, cfg=cfg: cfg)
+                S.sm90_work_schedule = ws
+                for cache in (runner.plans, runner.schedules, runner.pointers, runner.calls):
+                    cache.clear()
+                S._last_runner = None
+                out = S.custom_kernel(data_list[0])
+                ok = all(torch.allclose(o, e, rtol=1e-3, atol=1e-3) for o, e in zip(out, ref))
+                for data in data_list[1:]:
+                    S.custom_kernel(data)
+                assert S._last_runner is runner
+                sched = next(iter(runner.schedules._data.values()))
+                stats = ev.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
+                us = stats.mean / 1e3
+                results.setdefault((name, vname), []).append(us)
+                print(f"round {r} {name:20s} {vname:30s} {us:7.2f} us  slots {sched.host.num_flags // 2:3d} "
+                      f"{'ok' if ok else 'MISMATCH'}", flush=True)
+    print("\nsummary (mean us per round):")
+    for (name, vname), t in results.items():
+        print(f"  {name:20s} {vname:30s} " + " / ".join(f"{x:.2f}" for x in t))
+
+
+if __name__ == "__main__":
+    main()
