@@ -124,10 +124,11 @@ def test_host_functions_and_legality():
     assert S.sm90_can_implement(cfg, [(1, 7168, 256, 1), (129, 128, 512, 1)]) == (True, "")
     ok, reason = S.sm90_can_implement(cfg, [(8, 128, 320, 1)])
     assert not ok and "multiple of 256" in reason
-    # 16 tiles of 256 x 56 K-tiles on 132 SMs: split in two along K beats 32 whole 128-row ones
+    # 32 tiles of 128 x 56 K-tiles on 132 SMs, one wave: balanced_units halves each along K
+    # (64 busy CTAs), against 16 tiles of 256 in 32 stream-K pieces or 32 whole tiles
     # (no tile is narrow: the model ties, and the preferred narrow phases win)
     preferred = S.SM90_NARROW_CHOICES[0]
-    assert S.choose_sm90_config([(128, 4096, 7168, 1)], 132) == S.make_sm90_config(256, stream_k=True, narrow=preferred)
+    assert S.choose_sm90_config([(128, 4096, 7168, 1)], 132) == S.make_sm90_config(128, stream_k=True, narrow=preferred)
     # 128 tiles of 12 K-tiles (shape 3): nothing to balance, whole 128-row tiles
     assert S.choose_sm90_config([(128, 4096, 1536, 1), (384, 4096, 1536, 1)], 132) == S.make_sm90_config(128, narrow=preferred)
 

@@ -10,6 +10,9 @@
    changes the fp32 summation order).
 5. Hopper stream-K at tile_n = 192 (three consumer warpgroups, the third decoding no
    tokens but taking part in the token ring) on a 3-CTA grid, three token-width phases.
+6. Hopper split pieces at tile_n = 128 on an 11-CTA grid, where the 10 tiles are one wave:
+   balanced_units moves the heads of the 4 long tiles to 4 other CTAs, 3 of which then run
+   a whole tile after their PARTIAL.
 """
 
 import dataclasses
@@ -65,9 +68,20 @@ def case_three_wgs():
                            narrow=(96, 64))
 
 
-SPLIT = (case_stream_k, case_three_wgs)
+def case_balanced():
+    if submission.select_path(torch.device("cuda")) != "sm90":
+        return case_small_grid()
+    data = reference.generate_input(m=(128, 64, 40), n=(512, 512, 256), k=(2048, 256, 1024), g=3, seed=6)
+    expected = expected_of(data)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=11)
+    cfg = submission.make_sm90_config(128, stream_k=True)
+    assert submission.sm90_work_schedule(submission.validate_inputs(data).sizes, cfg, 11).num_slots == 4
+    return runner.run(data, submission.validate_inputs(data), cfg), expected
+
+
+SPLIT = (case_stream_k, case_three_wgs, case_balanced)
 ok = True
-for case in (case_custom_kernel, case_small_grid, case_one_block, case_stream_k, case_three_wgs):
+for case in (case_custom_kernel, case_small_grid, case_one_block, case_stream_k, case_three_wgs, case_balanced):
     out, expected = case()
     torch.cuda.synchronize()
     exact = all(torch.equal(o, e) for o, e in zip(out, expected))

@@ -21,7 +21,9 @@ SHAPES = {
     "A G=2 N=2048 K=4096": ([64, 128], 2048, 4096),
     "B G=1 N=4096 K=4096": ([300], 4096, 4096),
     "C G=3 N=7168 K=2048": ([40, 200, 129], 7168, 2048),
+    "D G=1 M=128 N=4096 K=7168": ([128], 4096, 7168),
 }
+ONLY = sys.argv[2].split(",") if len(sys.argv) > 2 else None  # shape names' first letters
 
 
 def balanced(unit, fixup):
@@ -34,6 +36,9 @@ def balanced(unit, fixup):
 
 
 def variants(name):
+    if name.startswith("D"):  # after the chooser change: its old pick against its new one
+        return {"256 sk (old pick)": (S.make_sm90_config(256, stream_k=True), ORIG_WS),
+                "128 balanced (new pick)": (S.make_sm90_config(128, stream_k=True), ORIG_WS)}
     sizes = [(m, SHAPES[name][1], SHAPES[name][2], 1) for m in SHAPES[name][0]]
     old = S.choose_sm90_config(sizes)
     sk128 = S.make_sm90_config(128, narrow=(96, 64), stream_k=True)
@@ -50,9 +55,10 @@ def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     results = {}
     runner = S.get_runner(torch.device("cuda", 0), "sm90")
-    table = {name: variants(name) for name in SHAPES}
+    shapes = {name: v for name, v in SHAPES.items() if ONLY is None or name[0] in ONLY}
+    table = {name: variants(name) for name in shapes}
     for r in range(rounds):
-        for name, (ms, n, k) in SHAPES.items():
+        for name, (ms, n, k) in shapes.items():
             data_list = [reference.generate_input(m=ms, n=[n] * len(ms), k=[k] * len(ms), g=len(ms), seed=1111 + 42 * i)
                          for i in range(1, 16)]
             ref = reference.ref_kernel(ev._clone_data(data_list[0]))
