@@ -66,6 +66,26 @@ def small_grid_check():
     S.sm90_work_schedule = ORIG_WS
 
 
+def time_variant(runner, cfg, ws, data_list, ref):
+    """(event us per call, split slots, matches the reference) of config cfg with work
+    schedule ws on the 15 inputs, through custom_kernel and the process's sm90 runner."""
+    # the runner's backend holds the chooser it was built with: replace it there
+    # (run 2's first try patched S.choose_sm90_config and timed one config 5 times)
+    runner.backend = S.dataclasses.replace(runner.backend, choose_config=lambda sizes, num_sms=0: cfg)
+    S.sm90_work_schedule = ws
+    for cache in (runner.plans, runner.schedules, runner.pointers, runner.calls):
+        cache.clear()
+    S._last_runner = None
+    out = S.custom_kernel(data_list[0])
+    ok = all(torch.allclose(o, e, rtol=1e-3, atol=1e-3) for o, e in zip(out, ref))
+    for data in data_list[1:]:  # every input seen once before timing, as eval.py does
+        S.custom_kernel(data)
+    assert S._last_runner is runner
+    sched = next(iter(runner.schedules._data.values()))
+    stats = ev.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
+    return stats.mean / 1e3, sched.host.num_flags // 2, ok
+
+
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     small_grid_check()
@@ -78,25 +98,9 @@ def main():
             data_list = ev._benchmark_inputs(test)
             ref = reference.ref_kernel(ev._clone_data(data_list[0]))
             for name, (cfg, gen, model) in variants(shape).items():
-                # the runner's backend holds the chooser it was built with: replace it there
-                # (run 2's first try patched S.choose_sm90_config and timed one config 5 times)
                 runner = S.get_runner(torch.device("cuda", 0), "sm90")
-                runner.backend = S.dataclasses.replace(
-                    runner.backend, choose_config=lambda sizes, num_sms=0, cfg=cfg: cfg)
-                S.sm90_work_schedule = work_schedule(gen, model) if gen else ORIG_WS
-                for cache in (runner.plans, runner.schedules, runner.pointers, runner.calls):
-                    cache.clear()
-                S._last_runner = None
-                out = S.custom_kernel(data_list[0])
-                ok = all(torch.allclose(o, e, rtol=1e-3, atol=1e-3) for o, e in zip(out, ref))
-                for data in data_list[1:]:
-                    S.custom_kernel(data)
-                assert S._last_runner is runner and runner.plans.get(
-                    tuple(s for s in S.validate_inputs(data_list[0]).sizes))[0] == cfg
-                sched = next(iter(runner.schedules._data.values()))
-                slots = sched.host.num_flags // 2
-                stats = ev.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
-                us = stats.mean / 1e3
+                us, slots, ok = time_variant(runner, cfg, work_schedule(gen, model) if gen else ORIG_WS,
+                                             data_list, ref)
                 results.setdefault((shape, name), []).append(us)
                 print(f"round {r} shape {shape} {name:34s} {us:7.2f} us  slots {slots:3d} {'ok' if ok else 'MISMATCH'}", flush=True)
     print("\nsummary (mean us per round):")

@@ -14,6 +14,9 @@ import eval as ev  # noqa: E402
 import reference  # noqa: E402
 import submission as S  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sched_ab import time_variant  # noqa: E402
+
 ORIG_WS = S.sm90_work_schedule
 MEAS = {128: 0.847, 96: 0.765, 64: 0.587, 32: 0.513}  # tools/sm90_ktile_cost.py, tile_n 128
 SHAPES = {
@@ -63,21 +66,9 @@ def main():
                          for i in range(1, 16)]
             ref = reference.ref_kernel(ev._clone_data(data_list[0]))
             for vname, (cfg, ws) in table[name].items():
-                runner.backend = S.dataclasses.replace(runner.backend, choose_config=lambda sizes, num_sms=0, cfg=cfg: cfg)
-                S.sm90_work_schedule = ws
-                for cache in (runner.plans, runner.schedules, runner.pointers, runner.calls):
-                    cache.clear()
-                S._last_runner = None
-                out = S.custom_kernel(data_list[0])
-                ok = all(torch.allclose(o, e, rtol=1e-3, atol=1e-3) for o, e in zip(out, ref))
-                for data in data_list[1:]:
-                    S.custom_kernel(data)
-                assert S._last_runner is runner
-                sched = next(iter(runner.schedules._data.values()))
-                stats = ev.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
-                us = stats.mean / 1e3
+                us, slots, ok = time_variant(runner, cfg, ws, data_list, ref)
                 results.setdefault((name, vname), []).append(us)
-                print(f"round {r} {name:20s} {vname:30s} {us:7.2f} us  slots {sched.host.num_flags // 2:3d} "
+                print(f"round {r} {name:20s} {vname:30s} {us:7.2f} us  slots {slots:3d} "
                       f"{'ok' if ok else 'MISMATCH'}", flush=True)
     print("\nsummary (mean us per round):")
     for (name, vname), t in results.items():
