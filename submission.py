@@ -37,6 +37,7 @@ import ctypes
 import dataclasses
 import enum
 import functools
+import math
 import os
 import struct
 import warnings
@@ -464,11 +465,12 @@ def balanced_units(
     fixup_us: float,
     min_kt: int = 2,
 ) -> WorkSchedule:
-    """Whole tiles longest first onto the least loaded CTA (LPT), then, while it shortens
-    the most loaded CTA, that CTA's longest whole tile is split: its first K-tiles move as
-    a PARTIAL to the least loaded CTA that has given nothing away, its rest stays as the
-    FIXUP. Unlike stream_k_units, only the tiles that make a CTA long are split (one piece
-    each), not one tile at every CTA boundary.
+    """Whole tiles longest first onto the least loaded CTA (LPT), then split pieces that
+    bring every CTA under the lowest modeled makespan T found by bisection: a CTA above T
+    gives the first K-tiles of its longest whole tiles, just enough of them, as PARTIALs
+    to CTAs that stay under T (the fullest that fits: the idle ones are kept for the big
+    heads), keeping the rest as the FIXUP. Unlike stream_k_units, only the tiles that make
+    a CTA long are split (once each), not one tile at every CTA boundary.
 
     Deadlock freedom: the givers and the takers are disjoint and the takers come first in
     CTA order. A taker holds no FIXUP, so it waits for nothing; a FIXUP waits only for a
@@ -476,35 +478,60 @@ def balanced_units(
     first and its FIXUPs last, so that a PARTIAL is done early and a FIXUP seldom waits."""
     phase = phase_of_rows(phase_sizes)
     cost = [k_tiles[g] * kt_us[phase[i]] + unit_us for i, (g, _, _) in enumerate(rows)]
-    pieces: list[list[list[int]]] = [[] for _ in range(grid)]  # [row, kt0, kt1, role, slot]
-    load = [0.0] * grid
+    lpt: list[list[list[int]]] = [[] for _ in range(grid)]  # [row, kt0, kt1, role, slot]
+    lpt_load = [0.0] * grid
     for i in sorted(range(len(rows)), key=lambda i: -cost[i]):
-        c = min(range(grid), key=lambda c: (load[c], c))
-        pieces[c].append([i, 0, k_tiles[rows[i][0]], UNIT_WHOLE, 0])
-        load[c] += cost[i]
-    lpt, lpt_makespan = [[list(p) for p in cta] for cta in pieces], max(load)
-    givers, takers, num_slots = set(), set(), 0
-    while True:
-        top = max(range(grid), key=lambda c: (load[c], -c))
-        whole = [p for p in pieces[top] if p[3] == UNIT_WHOLE and p[2] >= 2 * min_kt]
-        free = [c for c in range(grid) if c not in givers and c != top]
-        if top in takers or not whole or not free:
-            break
-        low = min(free, key=lambda c: (load[c], c))
-        tile = max(whole, key=lambda p: cost[p[0]])
-        per = kt_us[phase[tile[0]]]
-        head = min(int((load[top] - load[low] - unit_us) / (2 * per)), tile[2] - min_kt)
-        if head < min_kt or max(load[top] - head * per + fixup_us, load[low] + head * per + unit_us + fixup_us) >= load[top]:
-            break
-        tile[1], tile[3], tile[4] = head, UNIT_FIXUP, num_slots
-        pieces[low].append([tile[0], 0, head, UNIT_PARTIAL, num_slots])
-        load[top] += fixup_us - head * per
-        load[low] += head * per + unit_us + fixup_us
-        givers.add(top)
-        takers.add(low)
-        num_slots += 1
-    if max(load) >= lpt_makespan:  # splits that shortened no CTA that sets the makespan
-        pieces, givers, takers, num_slots = lpt, set(), set(), 0
+        c = min(range(grid), key=lambda c: (lpt_load[c], c))
+        lpt[c].append([i, 0, k_tiles[rows[i][0]], UNIT_WHOLE, 0])
+        lpt_load[c] += cost[i]
+
+    def split_under(target):
+        """The LPT pieces with every CTA brought under `target`, or None."""
+        pieces = [[list(p) for p in cta] for cta in lpt]
+        load = list(lpt_load)
+        takers: set[int] = set()
+        givers: set[int] = set()
+        slots: list[int] = []  # the taker of each split, by slot
+        for c in sorted(range(grid), key=lambda c: (-load[c], c)):
+            if load[c] <= target:
+                break
+            if c in takers:
+                return None
+            for tile in sorted((p for p in pieces[c] if p[3] == UNIT_WHOLE), key=lambda p: -cost[p[0]]):
+                if load[c] <= target:
+                    break
+                per = kt_us[phase[tile[0]]]
+                head = max(min_kt, math.ceil((load[c] + fixup_us - target) / per - 1e-9))
+                if head > tile[2] - min_kt:
+                    continue
+                room = target - head * per - unit_us - fixup_us
+                fits = [t for t in range(grid) if t != c and t not in givers and load[t] <= room]
+                if not fits:
+                    continue
+                t = max(fits, key=lambda t: (load[t], -t))
+                slot = len(slots)
+                slots.append(t)
+                tile[1], tile[3], tile[4] = head, UNIT_FIXUP, slot
+                pieces[t].append([tile[0], 0, head, UNIT_PARTIAL, slot])
+                load[c] += fixup_us - head * per
+                load[t] += head * per + unit_us + fixup_us
+                givers.add(c)
+                takers.add(t)
+            if load[c] > target:
+                return None
+        return pieces, givers, takers
+
+    best = (lpt, set(), set())
+    lo, hi = sum(lpt_load) / grid, max(lpt_load)
+    for _ in range(24):
+        mid = (lo + hi) / 2
+        found = split_under(mid)
+        if found is None:
+            lo = mid
+        else:
+            hi, best = mid, found
+    pieces, givers, takers = best
+    num_slots = sum(1 for cta in pieces for p in cta if p[3] == UNIT_PARTIAL)
     order = sorted(range(grid), key=lambda c: (c not in takers, c in givers, c))
     rank = {UNIT_PARTIAL: 0, UNIT_WHOLE: 1, UNIT_FIXUP: 2}
     ctas, starts = [], []

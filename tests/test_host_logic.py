@@ -216,6 +216,22 @@ def test_balanced_splits_only_the_long_tiles_of_a_one_wave_shape():
     assert all(tm < (1 if g == 0 else 2) for g, tm, _ in split)  # full tiles only
 
 
+def test_balanced_brings_every_cta_under_one_target():
+    # G = 1, M = 300 at tile_n 128: 64 full tiles and 32 of 44 rows on 132 CTAs. Each full
+    # tile gives just the head that brings it to the common makespan, and the takers
+    # (36 idle CTAs first, the fullest that fits) stay under it: the greedy first version
+    # gave its first heads half a tile each and ran 28.7 us on the H200, this one 26.3
+    sizes = [(300, 4096, 4096, 1)]
+    widths = (128, 96, 64)
+    kt = [_WIDTH_COST[w] for w in widths]
+    _, _, _, bal = _units(sizes, "balanced", widths=widths, unit_us=1.0, fixup_us=0.8)
+    loads = submission.modeled_cta_us(bal, kt, 1.0, 0.8)
+    whole = 32 * 1.0 + 1.0
+    heads = [u.kt1 - u.kt0 for cta in bal.ctas for u in cta if u.role == submission.UNIT_PARTIAL]
+    assert bal.num_slots == 64 and max(heads) - min(heads) <= 1  # every full tile gives alike
+    assert max(loads) < 0.8 * whole and max(loads) - min(loads) < 0.25 * max(loads)
+
+
 def test_balanced_keeps_an_even_shape_whole():
     # shape 3: 128 equal tiles on 132 CTAs; a split could only move work to the 4 idle
     # CTAs without shortening the other 124, so nothing is split
