@@ -458,3 +458,29 @@ def _assert_one_fallback(stub, data, reason):
     assert len(caught) == 1 and reason in str(caught[0].message), [str(w.message) for w in caught]
     assert stub.launches == 0
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(stub, monkeypatch):
+    """On sm100 a config retired by the self-check sends later calls to torch._scaled_mm
+    (the fallback that path has), not to the kernel again."""
+    monkeypatch.setattr(submission, "select_path", lambda device: "sm100")
+    monkeypatch.setitem(submission._BACKENDS, "sm100", stub.backend)
+    stub.runner.self_check = True
+    stub.corrupt = (0, 0, 0)
+    cublas = []
+
+    def scaled_mm(data, problem):
+        cublas.append(1)
+        return _EXACT(data, problem)
+
+    monkeypatch.setattr(submission, "run_scaled_mm", scaled_mm)
+    submission._warned.clear()
+    data = stub.register(_data(28))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = [c.clone() for c in submission.custom_kernel(data)]
+        second = submission.custom_kernel(data)
+    assert stub.launches == 1 and cublas == [1]
+    assert "failed its self-check" in str(caught[0].message) and "group 0: 1 of" in str(caught[0].message)
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
