@@ -11,8 +11,8 @@
 5. Hopper stream-K at tile_n = 192 (three consumer warpgroups, the third decoding no
    tokens but taking part in the token ring) on a 3-CTA grid, three token-width phases.
 6. Hopper split pieces at tile_n = 128 on an 11-CTA grid, where the 10 tiles are one wave:
-   balanced_units moves the heads of the 4 long tiles to 4 other CTAs, 3 of which then run
-   a whole tile after their PARTIAL.
+   balanced_units moves the heads of the 4 long tiles to 4 CTAs that each run a whole tile
+   after their PARTIAL.
 """
 
 import dataclasses
