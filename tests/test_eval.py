@@ -127,3 +127,17 @@ def test_dense_fp16_baselines_time_exact_operands():
     ref = reference.ref_kernel(([tuple(t.clone() for t in g) for g in same[0][0]], *same[0][1:]))[1]
     got = (a.float() @ b.float().T).half()[:, :, None]
     assert torch.equal(got, ref)
+
+
+def test_b200_first_run_specs_cover_the_edges():
+    """tools/b200_first_run.sh's edge shapes parse, and cover the M, N and K edges the
+    README asks a first B200 run to cover (and groups of different K in one call)."""
+    lines = (ROOT / "tools" / "b200_edge_specs.txt").read_text().split("\n")
+    cases = [harness.parse_spec(line) for line in lines if line.strip()]
+    ms = {m for c in cases for m in c["m"]}
+    assert {1, 40, 64, 65, 128, 129, 384} <= ms
+    assert {128, 384, 3072, 7168} <= {n for c in cases for n in c["n"]}
+    assert {256, 2048, 7168} <= {k for c in cases for k in c["k"]}
+    assert any(len(set(c["k"])) > 1 for c in cases)
+    proc = subprocess.run(["bash", "-n", str(ROOT / "tools" / "b200_first_run.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
