@@ -25,8 +25,8 @@ step() {  # step SECONDS LABEL COMMAND...
 }
 echo "== $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>&1)" | tee -a "$LOG"
 step 300 "edge shapes, self-check on" env NVFP4_GEMM_SELF_CHECK=1 "$PY" eval.py test tools/b200_edge_specs.txt
-step 600 "edge shapes under memcheck" compute-sanitizer --tool memcheck --target-processes all --report-api-errors no \
-  env NVFP4_GEMM_SELF_CHECK=1 "$PY" eval.py test tools/b200_edge_specs.txt
+step 600 "edge shapes under memcheck" env NVFP4_GEMM_SELF_CHECK=1 \
+  compute-sanitizer --tool memcheck --target-processes all --report-api-errors no "$PY" eval.py test tools/b200_edge_specs.txt
 step 900 "GPU tests" "$PY" -m pytest -q -m gpu tests/ -p no:cacheprovider
 step 300 "task.yml tests" "$PY" eval.py test
 step 600 "benchmark (kernel)" "$PY" eval.py benchmark --baselines --report "$OUT" --json "$OUT/bench.json"
