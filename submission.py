@@ -491,6 +491,7 @@ def balanced_units(
         load = list(lpt_load)
         takers: set[int] = set()
         givers: set[int] = set()
+        splits = 0
         for c in sorted(range(grid), key=lambda c: (-load[c], c)):
             if load[c] <= target:
                 break
@@ -508,9 +509,9 @@ def balanced_units(
                 if not fits:
                     continue
                 t = max(fits, key=lambda t: (load[t], -t))
-                slot = sum(len(p) for p in pieces) - len(rows)  # splits so far
-                tile[1], tile[3], tile[4] = head, UNIT_FIXUP, slot
-                pieces[t].append([tile[0], 0, head, UNIT_PARTIAL, slot])
+                tile[1], tile[3], tile[4] = head, UNIT_FIXUP, splits
+                pieces[t].append([tile[0], 0, head, UNIT_PARTIAL, splits])
+                splits += 1
                 load[c] += fixup_us - head * per
                 load[t] += head * per + unit_us + fixup_us
                 givers.add(c)

@@ -364,16 +364,22 @@ def test_self_check_runs_once_per_config_and_sizes(stub, monkeypatch):
     assert len(stub.runner.checked) == 2 and not stub.runner.rejected
 
 
+def _twice_with_warnings(data):
+    """Two custom_kernel calls on data (warnings reset first): a copy of the first call's
+    outputs, the second call's, and every warning message of both."""
+    submission._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = [c.clone() for c in submission.custom_kernel(data)]
+        second = submission.custom_kernel(data)
+    return first, second, [str(w.message) for w in caught]
+
+
 def test_self_check_rejects_a_wrong_kernel_and_names_the_group(stub, monkeypatch):
     runs = _checking(stub, monkeypatch)
     stub.corrupt = (1, 100, 3)
-    submission._warned.clear()
     data = stub.register(_data(24))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = [c.clone() for c in submission.custom_kernel(data)]
-        again = submission.custom_kernel(data)
-    messages = [str(w.message) for w in caught]
+    out, again, messages = _twice_with_warnings(data)
     assert len(messages) == 2, messages
     assert "failed its self-check" in messages[0] and "group 1: 1 of" in messages[0]
     assert "(100, 3, 0)" in messages[0]
@@ -474,13 +480,9 @@ def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(st
         return _EXACT(data, problem)
 
     monkeypatch.setattr(submission, "run_scaled_mm", scaled_mm)
-    submission._warned.clear()
     data = stub.register(_data(28))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        first = [c.clone() for c in submission.custom_kernel(data)]
-        second = submission.custom_kernel(data)
+    first, second, messages = _twice_with_warnings(data)
     assert stub.launches == 1 and cublas == [1]
-    assert "failed its self-check" in str(caught[0].message) and "group 0: 1 of" in str(caught[0].message)
+    assert "failed its self-check" in messages[0] and "group 0: 1 of" in messages[0]
     for got in (first, second):
         assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
