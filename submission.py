@@ -570,9 +570,14 @@ _e2m1_tables: dict[torch.device, torch.Tensor] = {}
 
 
 def _e2m1_table(device: torch.device) -> torch.Tensor:
+    """The 16 code values on `device`, computed there: a host-to-device copy is not allowed
+    while a CUDA graph is being captured, and this may be the first call."""
     table = _e2m1_tables.get(device)
     if table is None:
-        table = _e2m1_tables[device] = torch.tensor(_E2M1_VALUES, dtype=torch.float32, device=device)
+        code = torch.arange(16, device=device)
+        e, m = (code >> 1) & 3, (code & 1).to(torch.float32)
+        value = torch.where(e == 0, 0.5 * m, torch.exp2(e.to(torch.float32) - 1) * (1 + 0.5 * m))
+        table = _e2m1_tables[device] = torch.where(code >= 8, -value, value)
     return table
 
 
@@ -820,12 +825,18 @@ class SplitKScratch:
 
 @dataclasses.dataclass
 class PointerTable:
-    """Device pointer table and TMA descriptors of one set of pointers, and the ready launch."""
+    """Device pointer table and TMA descriptors of one set of pointers, and the ready launch.
+
+    The launch holds raw device addresses of everything here and of the schedule's tables,
+    so the table keeps its TileSchedule alive: the schedules cache may evict that entry
+    while a call entry (or a CUDA graph) still launches this table.
+    """
 
     ptrs: torch.Tensor  # (G, 5) int64: a, b, sfa_reordered, sfb_reordered, c
     tensormaps: torch.Tensor  # (G, num_desc, 16) int64, written once by the init kernel
     launch: Callable[[], None]
     scratch: SplitKScratch | None = None
+    schedule: TileSchedule | None = None
 
 
 @dataclasses.dataclass
@@ -868,13 +879,25 @@ class GroupedGemmRunner:
     A mismatch rejects the config for the process (plan() then returns the reason, and the
     caller falls back) and the call returns the exact result. It catches wrong numbers,
     not a hang or a device fault.
+
+    CUDA graph capture (`capturing()` true on the current stream): a captured launch keeps
+    the raw addresses of its table's descriptors, pointers, schedule and scratch for every
+    replay, and nothing tells us when the graph is freed. So a table launched under capture
+    is kept in `graph_tables` for the life of the runner, out of reach of the LRU. Nothing
+    is built under capture (the descriptor upload and init kernel would be captured too,
+    and the self-check reads results back): a call whose table does not exist yet, or
+    whose config is not self-checked yet on its sizes, returns None from run() and the
+    caller takes a fallback path, which is capturable. Warm the call up with the tensors
+    the graph will use to capture the kernel itself.
     """
 
     def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
-                 self_check: bool | None = None):
+                 self_check: bool | None = None, capturing: Callable[[], bool] = lambda: False):
         self.backend = backend
         self.num_sms = num_sms
         self.self_check = backend.self_check if self_check is None else self_check
+        self.capturing = capturing
+        self.graph_tables: dict[int, PointerTable] = {}  # id -> table launched under capture
         self.compiled = LruCache(16)
         self.plans = LruCache(maxsize)
         self.schedules = LruCache(maxsize)
@@ -904,6 +927,8 @@ class GroupedGemmRunner:
             return None
         if entry is None:
             return None
+        if self.capturing():
+            self.graph_tables[id(entry.table)] = entry.table
         entry.table.launch()
         return list(entry.outputs)
 
@@ -926,24 +951,33 @@ class GroupedGemmRunner:
         ok, reason = self.backend.can_implement(config, sizes)
         return (config, None) if ok else (None, reason)
 
-    def run(self, data, problem: GroupedProblem, config) -> list:
-        """Slow path: compile, schedule and descriptors through their caches, then launch."""
+    def run(self, data, problem: GroupedProblem, config) -> list | None:
+        """Slow path: compile, schedule and descriptors through their caches, then launch.
+        None under graph capture when the call would have to build or check anything."""
         b = self.backend
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
-        compiled = self.compiled.get_or_create(
-            (config, len(sizes)), lambda: b.compile(config, len(sizes))
-        )
-        sched = self.schedules.get_or_create(
-            (sizes, config), lambda: self._make_schedule(sizes, config, problem.device)
-        )
         ptrs = group_pointers(data, problem.sizes)
-        table = self.pointers.get_or_create(
-            (config, sizes, ptrs),
-            lambda: self._make_table(config, compiled, sched, ptrs, problem.device),
-        )
+        check = self.self_check and (config, sizes) not in self.checked
+        if self.capturing():
+            table = self.pointers.get((config, sizes, ptrs))
+            if table is None or check:
+                return None
+            self.graph_tables[id(table)] = table
+            check = False
+        else:
+            compiled = self.compiled.get_or_create(
+                (config, len(sizes)), lambda: b.compile(config, len(sizes))
+            )
+            sched = self.schedules.get_or_create(
+                (sizes, config), lambda: self._make_schedule(sizes, config, problem.device)
+            )
+            table = self.pointers.get_or_create(
+                (config, sizes, ptrs),
+                lambda: self._make_table(config, compiled, sched, ptrs, problem.device),
+            )
         table.launch()
         outputs = [abc[2] for abc in data[0]]
-        if self.self_check and (config, sizes) not in self.checked:
+        if check:
             exact = run_torch_exact(data, problem, [torch.empty_like(c) for c in outputs])
             wrong = first_mismatch(outputs, exact)
             if wrong is not None:
@@ -987,7 +1021,7 @@ class GroupedGemmRunner:
                 torch.zeros(sched.host.num_flags, dtype=torch.int32, device=device),
             )
         launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch)
-        return PointerTable(ptr_dev, tensormaps, launch, scratch)
+        return PointerTable(ptr_dev, tensormaps, launch, scratch, sched)
 
     def _remember_call(self, key, data, table) -> None:
         calls = self.calls
@@ -4075,12 +4109,21 @@ _runners: dict[tuple[torch.device, str], GroupedGemmRunner] = {}
 _last_runner: GroupedGemmRunner | None = None
 
 
+def stream_is_capturing(device_index: int) -> bool:
+    """Whether torch's current stream on the device is capturing a CUDA graph. torch's query
+    is a driver call (2.4 us on the H200's host, as much as half a launch), so the legacy
+    default stream (raw handle 0), which cannot capture and where the leaderboard runs, is
+    answered from its handle alone."""
+    return torch._C._cuda_getCurrentRawStream(device_index) != 0 and torch.cuda.is_current_stream_capturing()
+
+
 def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
     runner = _runners.get((device, path))
     if runner is None:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         runner = _runners[(device, path)] = GroupedGemmRunner(
-            _BACKENDS[path](), num_sms, self_check=requested_self_check()
+            _BACKENDS[path](), num_sms, self_check=requested_self_check(),
+            capturing=functools.partial(stream_is_capturing, device.index),
         )
     return runner
 
@@ -4099,6 +4142,11 @@ def _run_kernel_path(data, problem: GroupedProblem, path: str):
         if "CUDA error" in str(e) or "illegal" in str(e):
             raise  # a device fault is not a fallback case: the context is gone
         warn_once(f"{path} kernel failed to build for {config} ({type(e).__name__}: {e}); using a fallback path")
+        return None
+    if out is None:
+        warn_once(f"{path} kernel: first call with these tensors or sizes inside CUDA graph capture; "
+                  "the graph gets a fallback path for it (call custom_kernel once with the same "
+                  "tensors before capturing to capture the kernel)")
         return None
     _last_runner = runner
     return out

@@ -326,3 +326,52 @@ def test_balanced_units_every_phase_on_tiny_grids(num_sms, monkeypatch):
         for g, (o, e) in enumerate(zip(out, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"tile_n {tile_n} group {g}"
     assert splits > 0
+
+
+def _graph_of(fn):
+    """fn captured into a CUDA graph on a side stream (torch's recipe, without its gc)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        graph.capture_begin()
+        fn()
+        graph.capture_end()
+    torch.cuda.current_stream().wait_stream(side)
+    return graph
+
+
+def _replay_matches_reference(graph, data):
+    expected = reference.ref_kernel(_clone(data))
+    for abc in data[0]:
+        abc[2].fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    for g, (abc, e) in enumerate(zip(data[0], expected)):
+        assert verbose_allclose(abc[2], e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
+def test_captured_kernel_replays_after_its_cache_entries_are_evicted():
+    """A warm call captured into a CUDA graph, then 70 calls of other sizes and pointers
+    (more than any cache holds): the replay still finds its descriptors, pointer table and
+    schedule (GroupedGemmRunner.graph_tables). Before they were kept, it faulted."""
+    data = reference.generate_input(m=(72, 200), n=(256, 512), k=(512, 256), g=2, seed=7)
+    submission.custom_kernel(data)  # warm-up: builds everything outside the capture
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        graph = _graph_of(lambda: submission.custom_kernel(data))
+    _assert_kernel_ran()
+    for i in range(70):
+        submission.custom_kernel(reference.generate_input(m=(1 + i, 64), n=(128, 256), k=(256, 256), g=2, seed=i))
+    gc.collect()
+    torch.cuda.synchronize()
+    _replay_matches_reference(graph, data)
+
+
+def test_first_call_under_capture_gives_a_graph_of_the_fallback():
+    data = reference.generate_input(m=(40, 129), n=(384, 256), k=(256, 512), g=2, seed=8)
+    submission._warned.clear()
+    submission._e2m1_tables.clear()  # the exact path's table is then built inside the capture
+    with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
+        graph = _graph_of(lambda: submission.custom_kernel(data))
+    _replay_matches_reference(graph, data)

@@ -2,6 +2,7 @@
 fallbacks, and that nothing derived from input values is cached."""
 
 import gc
+import weakref
 import warnings
 
 import pytest
@@ -486,3 +487,106 @@ def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(st
     assert "failed its self-check" in messages[0] and "group 0: 1 of" in messages[0]
     for got in (first, second):
         assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def _only(cache):
+    (value,) = cache._data.values()
+    return value
+
+
+def _small_runner(stub, monkeypatch, **kw):
+    runner = GroupedGemmRunner(stub.backend(), num_sms=132, maxsize=2, **kw)
+    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    return runner
+
+
+def _churn(stub, seeds):
+    """Calls of other sizes, enough to push everything else out of a maxsize-2 runner."""
+    for seed in seeds:
+        submission.custom_kernel(stub.register(_data(seed, m=(seed % 50 + 1,), n=(128,), k=(256,))))
+
+
+def test_a_live_table_keeps_its_schedule_when_the_schedules_cache_evicts_it(stub, monkeypatch):
+    """The launch holds the schedule's raw device addresses: evicting the schedule from its
+    cache must not free it while a call entry still launches the table."""
+    runner = _small_runner(stub, monkeypatch)
+    data = stub.register(_data(20, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(data)
+    schedule = weakref.ref(_only(runner.schedules).tables["schedule"])
+    for seed in range(100, 104):  # the fast path between them keeps the call entry the newest
+        _churn(stub, [seed])
+        submission.custom_kernel(data)
+    gc.collect()
+    assert all(s.tables["schedule"] is not schedule() for s in runner.schedules._data.values())
+    assert schedule() is not None
+    assert stub.inits == 5  # data's table was never rebuilt
+    out = submission.custom_kernel(data)
+    assert torch.equal(out[0], _expected(data)[0])
+
+
+def test_a_table_launched_under_graph_capture_outlives_the_caches_and_the_tensors(stub, monkeypatch):
+    """A captured launch replays the table's addresses for as long as the graph lives, which
+    the runner cannot see: such a table is kept even after its call's tensors and every
+    cache entry are gone."""
+    capturing = [False]
+    runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
+    data = stub.register(_data(21, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(data)  # warm-up outside the capture
+    capturing[0] = True
+    submission.custom_kernel(data)  # captured: the fast path
+    capturing[0] = False
+    assert stub.launches == 2 and len(runner.graph_tables) == 1
+    descriptors = weakref.ref(_only(runner.pointers).tensormaps)
+    schedule = weakref.ref(_only(runner.schedules).tables["schedule"])
+    stub.data_by_ptrs.clear()
+    del data
+    _churn(stub, range(110, 114))
+    gc.collect()
+    assert descriptors() is not None and schedule() is not None
+    assert all(t.tensormaps is not descriptors() for t in runner.pointers._data.values())
+
+
+def test_a_warm_table_is_kept_when_the_slow_path_launches_it_under_capture(stub, monkeypatch):
+    capturing = [False]
+    runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
+    data = stub.register(_data(23, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(data)
+    views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
+    capturing[0] = True
+    out = submission.custom_kernel(views)  # new tensor objects, same pointers: run(), no build
+    capturing[0] = False
+    assert stub.inits == 1 and stub.launches == 2 and len(runner.graph_tables) == 1
+    assert torch.equal(out[0], _expected(data)[0])
+
+
+def test_a_first_call_under_graph_capture_builds_nothing_and_falls_back(stub, monkeypatch):
+    """Under capture the descriptor upload, the init kernel and the self-check would be
+    captured (or not allowed): nothing is built and the call takes the exact path."""
+    _small_runner(stub, monkeypatch, capturing=lambda: True)
+    data = _data(22)
+    submission._warned.clear()
+    with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
+        out = submission.custom_kernel(data)
+    assert stub.compiles == 0 and stub.inits == 0 and stub.launches == 0
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_a_self_check_due_under_capture_falls_back(stub, monkeypatch):
+    capturing = [False]
+    runner = _small_runner(stub, monkeypatch, self_check=True, capturing=lambda: capturing[0])
+    data = stub.register(_data(24, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(data)
+    runner.checked.clear()  # e.g. evicted from its LRU
+    runner.calls.clear()
+    capturing[0] = True
+    submission._warned.clear()
+    with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
+        out = submission.custom_kernel(data)
+    assert stub.launches == 1 and not runner.graph_tables
+    assert torch.equal(out[0], _expected(data)[0])
+
+
+def test_the_exact_paths_code_table_is_built_on_the_device_and_is_exact():
+    table = submission._e2m1_table(torch.device("cpu"))
+    want = torch.tensor(submission._E2M1_VALUES)
+    assert torch.equal(table, want) and torch.equal(torch.signbit(table), torch.signbit(want))
