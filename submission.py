@@ -570,15 +570,26 @@ _e2m1_tables: dict[torch.device, torch.Tensor] = {}
 
 
 def _e2m1_table(device: torch.device) -> torch.Tensor:
-    """The 16 code values on `device`, computed there: a host-to-device copy is not allowed
-    while a CUDA graph is being captured, and this may be the first call."""
+    """The 16 code values on `device`, cached once copied there (a blocking copy: ready on
+    every stream). Under CUDA graph capture, where a host-to-device copy is not allowed and
+    captured kernels run only at replay, it is computed by kernels of the graph itself and
+    not cached."""
     table = _e2m1_tables.get(device)
-    if table is None:
-        code = torch.arange(16, device=device)
-        e, m = (code >> 1) & 3, (code & 1).to(torch.float32)
-        value = torch.where(e == 0, 0.5 * m, torch.exp2(e.to(torch.float32) - 1) * (1 + 0.5 * m))
-        table = _e2m1_tables[device] = torch.where(code >= 8, -value, value)
+    if table is not None:
+        return table
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return _e2m1_values_computed(device)
+    table = _e2m1_tables[device] = torch.tensor(_E2M1_VALUES, dtype=torch.float32, device=device)
     return table
+
+
+def _e2m1_values_computed(device: torch.device) -> torch.Tensor:
+    """_E2M1_VALUES by torch ops alone on `device` (sign bit 3, exponent bits 2..1, mantissa
+    bit 0; exponent 0 is m / 2)."""
+    code = torch.arange(16, device=device)
+    e, m = (code >> 1) & 3, (code & 1).to(torch.float32)
+    value = torch.where(e == 0, 0.5 * m, torch.exp2(e.to(torch.float32) - 1) * (1 + 0.5 * m))
+    return torch.where(code >= 8, -value, value)
 
 
 def _blocked_scales(sf_blocked: torch.Tensor, rows: int, k: int) -> torch.Tensor:
@@ -777,8 +788,9 @@ class CompiledKernels:
     """Launchers of one compiled config, on torch tensors, on the current stream.
 
     init(ptrs, sizes, tensormaps): writes the per-group TMA descriptors (once per pointers).
-    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, scratch: SplitKScratch | None)
-    -> launch: binds the kernel arguments once; launch() then runs all groups.
+    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, scratch: SplitKScratch | None,
+    on_new_stream=None) -> launch: binds the kernel arguments once; launch() then runs all
+    groups, calling on_new_stream(raw stream) before its first launch on each stream.
     """
 
     init: Callable
@@ -806,11 +818,46 @@ class TileSchedule:
     sizes: torch.Tensor  # (G, 4) int32
     tables: dict  # name -> (rows, fields) int32 device tensor
     host: HostSchedule  # the grid, the tile count and the split-K scratch sizes
+    ready: Any = None  # StreamReady of the uploads (None off CUDA)
 
     @property
     def schedule(self) -> torch.Tensor:
         """The whole-tile round robin's rows: group, tile index along M, along N."""
         return self.tables["schedule"]
+
+
+class StreamReady:
+    """When device data that one stream wrote (a schedule's or pointer table's uploads, the
+    descriptors the init kernel writes) is ready for another stream.
+
+    Both are built on the stream of the call that first needs them, queued behind whatever
+    that stream holds, and cached for calls on any stream. `order(raw)` makes torch's
+    current stream (raw handle `raw`) wait for them once; later launches on that stream are
+    ordered by the wait. Under CUDA graph capture it does nothing and marks nothing: a
+    wait on an event outside the capture would tie the graph to it, and a capture comes
+    after a warm-up (torch.cuda.graph synchronizes the device before it begins).
+    """
+
+    def __init__(self, device: torch.device):
+        self.device_index = device.index
+        self.event = torch.cuda.Event()
+        self.event.record(torch.cuda.current_stream(device.index))  # the tensors' device, not the current one
+        self.streams = {torch._C._cuda_getCurrentRawStream(device.index)}
+
+    def order(self, raw: int) -> None:
+        if raw in self.streams or stream_is_capturing(self.device_index):
+            return
+        torch.cuda.current_stream(self.device_index).wait_event(self.event)
+        self.streams.add(raw)
+
+
+def stream_ready(device: torch.device) -> StreamReady | None:
+    """A StreamReady for the work just queued on the current stream (None off CUDA)."""
+    return StreamReady(device) if device.type == "cuda" else None
+
+
+def current_raw_stream(device: torch.device) -> int:
+    return torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
 
 
 @dataclasses.dataclass
@@ -837,6 +884,7 @@ class PointerTable:
     launch: Callable[[], None]
     scratch: SplitKScratch | None = None
     schedule: TileSchedule | None = None
+    ready: Any = None  # StreamReady of the uploads, descriptors and zeroed flags (None off CUDA)
 
 
 @dataclasses.dataclass
@@ -971,10 +1019,15 @@ class GroupedGemmRunner:
             sched = self.schedules.get_or_create(
                 (sizes, config), lambda: self._make_schedule(sizes, config, problem.device)
             )
+            raw = current_raw_stream(problem.device)
+            if sched.ready is not None:
+                sched.ready.order(raw)  # before a new table's init kernel reads the sizes
             table = self.pointers.get_or_create(
                 (config, sizes, ptrs),
                 lambda: self._make_table(config, compiled, sched, ptrs, problem.device),
             )
+            if table.ready is not None:
+                table.ready.order(raw)
         table.launch()
         outputs = [abc[2] for abc in data[0]]
         if check:
@@ -1006,7 +1059,8 @@ class GroupedGemmRunner:
             name: to_device_async(torch.tensor(rows, dtype=torch.int32), device).reshape(len(rows), -1)
             for name, rows in host.tables.items()
         }
-        return TileSchedule(to_device_async(torch.tensor(sizes, dtype=torch.int32), device), tables, host)
+        sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
+        return TileSchedule(sizes_dev, tables, host, stream_ready(device))
 
     def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
         ptr_dev = to_device_async(torch.tensor(ptrs, dtype=torch.int64), device)
@@ -1020,8 +1074,12 @@ class GroupedGemmRunner:
                 torch.empty(sched.host.workspace_floats, dtype=torch.float32, device=device),
                 torch.zeros(sched.host.num_flags, dtype=torch.int32, device=device),
             )
-        launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch)
-        return PointerTable(ptr_dev, tensormaps, launch, scratch, sched)
+        table = PointerTable(ptr_dev, tensormaps, None, scratch, sched, stream_ready(device))
+        # a stream's first launch of the table waits for this stream's uploads (StreamReady)
+        on_new_stream = None if table.ready is None else table.ready.order
+        table.launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch,
+                                        on_new_stream=on_new_stream)
+        return table
 
     def _remember_call(self, key, data, table) -> None:
         calls = self.calls
@@ -1064,9 +1122,10 @@ def device_ptr(t: torch.Tensor, dtype, align: int = 16):
     return make_ptr(dtype, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
 
 
-def bind_launch(fn, args: tuple, device_index: int) -> Callable[[], None]:
+def bind_launch(fn, args: tuple, device_index: int,
+                on_new_stream: Callable[[int], None] | None = None) -> Callable[[], None]:
     """A zero-argument launcher of compiled kernel `fn` with fixed `args`, on torch's current
-    stream of the device.
+    stream of the device; on_new_stream(raw) runs before the first launch on each stream.
 
     The DSL's call path converts every argument to C pointers and packs them into a ctypes
     array in a Python loop on each call. Here that is done once per stream: the first launch
@@ -1077,6 +1136,8 @@ def bind_launch(fn, args: tuple, device_index: int) -> Callable[[], None]:
     keep: dict[int, tuple] = {}
 
     def first_launch(raw: int) -> None:
+        if on_new_stream is not None:
+            on_new_stream(raw)
         if len(bound) > 8:
             bound.clear()
             keep.clear()
@@ -2445,13 +2506,13 @@ def compile_sm100(config: Sm100Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, desc_align), current_stream(sizes.device.index),
         )
 
-    def prepare(sizes, ptrs, tensormaps, sched, scratch):
+    def prepare(sizes, ptrs, tensormaps, sched, scratch, on_new_stream=None):
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
             device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.host.num_tiles),
             Int32(sched.host.grid),
         )
-        return bind_launch(gemm_fn, args, sizes.device.index)
+        return bind_launch(gemm_fn, args, sizes.device.index, on_new_stream)
 
     return CompiledKernels(init, prepare, {"smem_bytes": kernel.shared_storage.size_in_bytes()})
 
@@ -4009,7 +4070,7 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, 128), current_stream(sizes.device.index),
         )
 
-    def prepare(sizes, ptrs, tensormaps, sched, scratch):
+    def prepare(sizes, ptrs, tensormaps, sched, scratch, on_new_stream=None):
         # without split-K the kernel is compiled without any access to the scratch
         partials = fake_ptr(cutlass.Float32) if scratch is None else device_ptr(scratch.partials, cutlass.Float32)
         flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)
@@ -4020,7 +4081,7 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.host.grid),
             Int32(sched.host.unit_stride),
         )
-        return bind_launch(gemm_fn, args, sizes.device.index)
+        return bind_launch(gemm_fn, args, sizes.device.index, on_new_stream)
 
     return CompiledKernels(init, prepare)
 

@@ -375,3 +375,37 @@ def test_first_call_under_capture_gives_a_graph_of_the_fallback():
     with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
         graph = _graph_of(lambda: submission.custom_kernel(data))
     _replay_matches_reference(graph, data)
+
+
+def test_a_schedule_and_table_built_on_a_busy_stream_are_waited_for_on_another():
+    """Stream a holds ~20 ms of work, then the call that builds a schedule and a pointer
+    table (their uploads and init kernel queue behind it). At once, on stream b: a call of
+    the same sizes with other tensors (new table, a's schedule) and a's own call again (a's
+    table). Without a wait on a's uploads, b's kernels read sizes and descriptors not yet
+    written. Whole tiles, so the two launches of one table share no split-K scratch."""
+    path = _kernel_path()
+    if path not in ("sm90", "sm100"):
+        pytest.skip(f"no CuTe DSL kernel on this GPU (path {path})")
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[path](), num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    sizes = dict(m=(72, 200, 40), n=(256, 512, 384), k=(512, 256, 768), g=3)
+    first, second = (reference.generate_input(**sizes, seed=s) for s in (11, 12))
+    expected = [reference.ref_kernel(_clone(d)) for d in (first, second)]
+    problem = submission.validate_inputs(first)
+    config, reason = runner.plan(problem)
+    assert config is not None, reason
+    if hasattr(config, "stream_k"):
+        config = dataclasses.replace(config, stream_k=False)
+    warm = reference.generate_input(**{**sizes, "m": (8, 8, 8)}, seed=13)  # compiles (key: config, G)
+    runner.run(warm, submission.validate_inputs(warm), config)
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(a):
+        torch.cuda._sleep(40_000_000)
+        runner.run(first, problem, config)
+    with torch.cuda.stream(b):
+        runner.run(second, submission.validate_inputs(second), config)
+        runner.run(first, problem, config)
+    torch.cuda.synchronize()
+    for d, exp in zip((first, second), expected):
+        for g, (abc, e) in enumerate(zip(d[0], exp)):
+            assert verbose_allclose(abc[2], e, rtol=1e-3, atol=1e-3) == [], f"group {g}"

@@ -2,8 +2,8 @@
 fallbacks, and that nothing derived from input values is cached."""
 
 import gc
-import weakref
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -46,7 +46,7 @@ class StubKernel:
             self.inits += 1
             tensormaps.fill_(7)  # stands for the descriptors
 
-        def prepare(sizes, ptrs, tensormaps, sched, grid):
+        def prepare(sizes, ptrs, tensormaps, sched, grid, on_new_stream=None):
             def launch():
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
@@ -586,7 +586,77 @@ def test_a_self_check_due_under_capture_falls_back(stub, monkeypatch):
     assert torch.equal(out[0], _expected(data)[0])
 
 
-def test_the_exact_paths_code_table_is_built_on_the_device_and_is_exact():
-    table = submission._e2m1_table(torch.device("cpu"))
+def test_the_exact_paths_code_table_computed_under_capture_is_exact():
+    """Under capture the table comes from torch ops (what the graph replays), not a copy."""
+    table = submission._e2m1_values_computed(torch.device("cpu"))
     want = torch.tensor(submission._E2M1_VALUES)
     assert torch.equal(table, want) and torch.equal(torch.signbit(table), torch.signbit(want))
+
+
+def test_bind_launch_runs_the_new_stream_hook_once_per_stream_before_launching(monkeypatch):
+    raw = [5]
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: raw[0], raising=False)
+    monkeypatch.setattr(submission, "cuda", type("FakeDriver", (), {"CUstream": staticmethod(lambda r: f"s{r}")}))
+    log = []
+    launch = submission.bind_launch(lambda *args: log.append(("launch", args[-1])), (1, 2), 0,
+                                    lambda r: log.append(("new stream", r)))
+    launch()
+    launch()
+    raw[0] = 7
+    launch()
+    raw[0] = 5
+    launch()
+    assert log == [("new stream", 5), ("launch", "s5"), ("launch", "s5"),
+                   ("new stream", 7), ("launch", "s7"), ("launch", "s5")]
+
+
+class _FakeReady:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def order(self, raw):
+        self.log.append((self.name, raw))
+
+
+def test_a_schedule_and_table_made_on_one_stream_are_waited_for_on_another(stub, monkeypatch):
+    """The schedule's uploads are queued on the stream that built them: a call on another
+    stream waits for them before its new table's init kernel reads the sizes, and for a
+    table built elsewhere before launching it; the table's own launcher does the same for a
+    stream it has not launched on (bind_launch's hook)."""
+    log, made, raw = [], [], [1]
+    monkeypatch.setattr(submission, "current_raw_stream", lambda device: raw[0])
+
+    def ready(device):
+        made.append(_FakeReady(log, ("schedule0", "table0", "table1")[len(made)]))
+        return made[-1]
+
+    monkeypatch.setattr(submission, "stream_ready", ready)
+    hooks = []
+    backend = stub.runner.backend
+    compile_stub = backend.compile
+
+    def compile_logging(config, num_groups):
+        kernels = compile_stub(config, num_groups)
+
+        def init(ptrs, sizes, tensormaps):
+            log.append(("init",))
+            kernels.init(ptrs, sizes, tensormaps)
+
+        def prepare(*args, on_new_stream=None):
+            hooks.append(on_new_stream)
+            return kernels.prepare(*args)
+
+        return CompiledKernels(init, prepare)
+
+    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(backend, compile=compile_logging))
+    first = stub.register(_data(30, m=(64,), n=(128,), k=(256,)))
+    second = stub.register(_data(31, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(first)  # stream 1 builds schedule0 and table0
+    raw[0] = 2
+    submission.custom_kernel(second)  # stream 2: same sizes, new pointers
+    views = ([tuple(t[:] for t in g) for g in first[0]], first[1], [tuple(t[:] for t in g) for g in first[2]], first[3])
+    submission.custom_kernel(views)  # stream 2: table0 through the slow path
+    assert log == [("schedule0", 1), ("init",), ("table0", 1),
+                   ("schedule0", 2), ("init",), ("table1", 2),
+                   ("schedule0", 2), ("table0", 2)]
+    assert [h.__self__.name for h in hooks] == ["table0", "table1"]  # each launcher's new-stream hook

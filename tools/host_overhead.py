@@ -30,7 +30,7 @@ def install_stub() -> None:
     """A backend whose compile and launches do nothing: the wrapper's cost alone."""
 
     def compile_stub(config, num_groups):
-        return submission.CompiledKernels(init=lambda *a: None, prepare=lambda *a: lambda: None)
+        return submission.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
     backend = submission.KernelBackend(
         name="stub",

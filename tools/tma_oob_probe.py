@@ -100,7 +100,6 @@ def compile_probe(S):
 
 
 def main() -> int:
-    import cutlass.cute as cute
     import torch
 
     import reference
