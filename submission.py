@@ -940,9 +940,13 @@ class GroupedGemmRunner:
     """
 
     def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
-                 self_check: bool | None = None, capturing: Callable[[], bool] = lambda: False):
+                 self_check: bool | None = None, capturing: Callable[[], bool] = lambda: False,
+                 device_index: int | None = None):
         self.backend = backend
         self.num_sms = num_sms
+        # the CUDA device whose context the kernels live in (None: no device, as in the CPU
+        # tests); a call made while another device is current runs under a device guard
+        self.device_index = device_index
         self.self_check = backend.self_check if self_check is None else self_check
         self.capturing = capturing
         self.graph_tables: dict[int, PointerTable] = {}  # id -> table launched under capture
@@ -975,6 +979,9 @@ class GroupedGemmRunner:
             return None
         if entry is None:
             return None
+        if self.device_index is not None and torch._C._cuda_getDevice() != self.device_index:
+            with torch.cuda.device(self.device_index):  # the kernel's module and streams are that device's
+                return self.run_cached(data)
         if self.capturing():
             self.graph_tables[id(entry.table)] = entry.table
         entry.table.launch()
@@ -1002,6 +1009,9 @@ class GroupedGemmRunner:
     def run(self, data, problem: GroupedProblem, config) -> list | None:
         """Slow path: compile, schedule and descriptors through their caches, then launch.
         None under graph capture when the call would have to build or check anything."""
+        if self.device_index is not None and torch._C._cuda_getDevice() != self.device_index:
+            with torch.cuda.device(self.device_index):
+                return self.run(data, problem, config)
         b = self.backend
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
@@ -4184,7 +4194,7 @@ def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
         runner = _runners[(device, path)] = GroupedGemmRunner(
             _BACKENDS[path](), num_sms, self_check=requested_self_check(),
-            capturing=functools.partial(stream_is_capturing, device.index),
+            capturing=functools.partial(stream_is_capturing, device.index), device_index=device.index,
         )
     return runner
 

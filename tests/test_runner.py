@@ -660,3 +660,47 @@ def test_a_schedule_and_table_made_on_one_stream_are_waited_for_on_another(stub,
                    ("schedule0", 2), ("init",), ("table1", 2),
                    ("schedule0", 2), ("table0", 2)]
     assert [h.__self__.name for h in hooks] == ["table0", "table1"]  # each launcher's new-stream hook
+
+
+def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(stub, monkeypatch):
+    """Like a torch op, a call on device 1's tensors works while device 0 is current: the
+    kernel's module and streams belong to device 1, so both paths switch to it around the
+    launch (and back)."""
+    current, seen = [0], []
+
+    class Guard:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            self.saved, current[0] = current[0], self.index
+
+        def __exit__(self, *exc):
+            current[0] = self.saved
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current[0], raising=False)
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    runner = GroupedGemmRunner(stub.backend(), num_sms=132, device_index=1)
+    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    launch_stub = stub._compile
+
+    def compile_watching(config, num_groups):
+        kernels = launch_stub(config, num_groups)
+
+        def prepare(*args, on_new_stream=None):
+            launch = kernels.prepare(*args)
+
+            def watched():
+                seen.append(current[0])
+                launch()
+
+            return watched
+
+        return CompiledKernels(kernels.init, prepare)
+
+    monkeypatch.setattr(runner, "backend", submission.dataclasses.replace(runner.backend, compile=compile_watching))
+    data = stub.register(_data(40, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(data)  # slow path
+    out = submission.custom_kernel(data)  # fast path
+    assert seen == [1, 1] and current[0] == 0
+    assert torch.equal(out[0], _expected(data)[0])
