@@ -704,3 +704,46 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
     out = submission.custom_kernel(data)  # fast path
     assert seen == [1, 1] and current[0] == 0
     assert torch.equal(out[0], _expected(data)[0])
+
+
+def test_stream_ready_waits_once_per_other_stream_and_never_under_capture(monkeypatch):
+    """StreamReady's own code, with torch's CUDA calls faked (CI has no GPU)."""
+    raw, waits, capturing = [3], [], [False]
+
+    class FakeEvent:
+        def record(self, stream):
+            self.stream = stream
+
+    class FakeStream:
+        def __init__(self, index=None):
+            self.index = index
+
+        def wait_event(self, event):
+            waits.append((raw[0], self.index, event))
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream", FakeStream)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: raw[0], raising=False)
+    monkeypatch.setattr(submission, "stream_is_capturing", lambda index: capturing[0])
+    ready = submission.stream_ready(torch.device("cuda", 1))
+    assert ready.event.stream.index == 1  # recorded on the tensors' device's current stream
+    ready.order(3)  # the stream that made it
+    raw[0] = 5
+    ready.order(5)
+    ready.order(5)
+    assert waits == [(5, 1, ready.event)]
+    raw[0], capturing[0] = 9, True
+    ready.order(9)  # under capture: no wait, and the stream is not marked
+    capturing[0] = False
+    ready.order(9)
+    assert waits == [(5, 1, ready.event), (9, 1, ready.event)]
+    assert submission.stream_ready(torch.device("cpu")) is None
+
+
+def test_stream_is_capturing_answers_the_default_stream_without_asking_the_driver(monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: asked.append(1) or True)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0, raising=False)
+    assert submission.stream_is_capturing(0) is False and not asked
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
+    assert submission.stream_is_capturing(0) is True and asked == [1]
