@@ -979,13 +979,18 @@ class GroupedGemmRunner:
             return None
         if entry is None:
             return None
-        if self.device_index is not None and torch._C._cuda_getDevice() != self.device_index:
-            with torch.cuda.device(self.device_index):  # the kernel's module and streams are that device's
+        if self._other_device_current():
+            with torch.cuda.device(self.device_index):
                 return self.run_cached(data)
         if self.capturing():
             self.graph_tables[id(entry.table)] = entry.table
         entry.table.launch()
         return list(entry.outputs)
+
+    def _other_device_current(self) -> bool:
+        """Whether the current CUDA device is not the runner's: the kernel's module and the
+        launch streams are the runner's device's, so both paths then run under its guard."""
+        return self.device_index is not None and torch._C._cuda_getDevice() != self.device_index
 
     def plan(self, problem: GroupedProblem):
         """(config, None) when the kernel takes this problem, else (None, reason)."""
@@ -1009,7 +1014,7 @@ class GroupedGemmRunner:
     def run(self, data, problem: GroupedProblem, config) -> list | None:
         """Slow path: compile, schedule and descriptors through their caches, then launch.
         None under graph capture when the call would have to build or check anything."""
-        if self.device_index is not None and torch._C._cuda_getDevice() != self.device_index:
+        if self._other_device_current():
             with torch.cuda.device(self.device_index):
                 return self.run(data, problem, config)
         b = self.backend
@@ -1021,7 +1026,6 @@ class GroupedGemmRunner:
             if table is None or check:
                 return None
             self.graph_tables[id(table)] = table
-            check = False
         else:
             compiled = self.compiled.get_or_create(
                 (config, len(sizes)), lambda: b.compile(config, len(sizes))
