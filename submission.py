@@ -762,7 +762,8 @@ class KernelBackend:
 
     choose_config(sizes, num_sms) -> config; can_implement(config, sizes) -> (ok, reason);
     tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
-    compile(config, num_groups) -> CompiledKernels; num_desc: descriptors per group;
+    compile(config) -> CompiledKernels, one build for every group count (the count is a
+    launch argument); num_desc: descriptors per group;
     grid(config, num_tiles, num_sms) -> CTAs of the persistent launch;
     schedule(sizes, config, num_sms) -> HostSchedule, where the kernel walks per-CTA work
     units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule");
@@ -912,7 +913,7 @@ class GroupedGemmRunner:
     """Validation-free fast path for repeated calls plus the cached slow path.
 
     Caches, all bounded LRU:
-      compiled:  (config, num_groups) -> CompiledKernels
+      compiled:  config -> CompiledKernels (one per config, whatever the group count)
       plans:     sizes -> (config, None) or (None, reason); the config choice can model the
                  schedule (milliseconds of Python), so it runs once per problem sizes
       schedules: (sizes, config) -> TileSchedule
@@ -1027,9 +1028,7 @@ class GroupedGemmRunner:
                 return None
             self.graph_tables[id(table)] = table
         else:
-            compiled = self.compiled.get_or_create(
-                (config, len(sizes)), lambda: b.compile(config, len(sizes))
-            )
+            compiled = self.compiled.get_or_create(config, lambda: b.compile(config))
             sched = self.schedules.get_or_create(
                 (sizes, config), lambda: self._make_schedule(sizes, config, problem.device)
             )
@@ -1707,7 +1706,7 @@ class Sm100BlockScaledGroupedGemm:
         tensors = (tma_tensor_a, tma_tensor_b, tma_tensor_sfa, tma_tensor_sfb, tma_tensor_c)
         return atoms, tensors
 
-    def _launch_setup(self, sizes_ptr, tensormaps_ptr, num_groups: int):
+    def _launch_setup(self, sizes_ptr, tensormaps_ptr, num_groups: cutlass.Int32):
         """What both launches share: the MMAs, smem layouts, the metadata views and TMA atoms
         built from placeholder tensors. Only the atoms' layout structure matters (it fixes
         the TMA partitions); real addresses and extents live in the per-group descriptors."""
@@ -1735,10 +1734,11 @@ class Sm100BlockScaledGroupedGemm:
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
         tensormaps_ptr: cute.Pointer,
-        num_groups: cutlass.Constexpr[int],
+        num_groups: cutlass.Int32,
         stream,
     ):
-        """Write the 5 TMA descriptors of every group into `tensormaps` (G, 5, 16) int64."""
+        """Write the 5 TMA descriptors of every group into `tensormaps` (G, 5, 16) int64, one
+        CTA per group. G is a launch argument: one compiled kernel serves every count."""
         _, _, mSizes, mDesc, atoms, _ = self._launch_setup(sizes_ptr, tensormaps_ptr, num_groups)
         # (G, 5) a, b, sfa, sfb, c
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((num_groups, 5), stride=(5, 1)))
@@ -1796,7 +1796,7 @@ class Sm100BlockScaledGroupedGemm:
         tensormaps_ptr: cute.Pointer,
         num_tiles: cutlass.Int32,
         num_ctas: cutlass.Int32,
-        num_groups: cutlass.Constexpr[int],
+        num_groups: cutlass.Int32,
         stream,
     ):
         """Launch the persistent GEMM on `num_ctas` CTAs (a multiple of cta_group)."""
@@ -2497,34 +2497,36 @@ def sm100_can_implement(config: Sm100Config, sizes) -> tuple[bool, str]:
     return Sm100BlockScaledGroupedGemm.can_implement(config, sizes)
 
 
-def compile_sm100(config: Sm100Config, num_groups: int) -> CompiledKernels:
-    """Compiles the descriptor-init and GEMM kernels for sm_100a; arguments are the key.
-    (Without a GPU, CUTE_DSL_ARCH=sm_100a selects the target.)"""
+def compile_sm100(config: Sm100Config) -> CompiledKernels:
+    """Compiles the descriptor-init and GEMM kernels of a config for sm_100a; one build
+    serves every group count (a launch argument of both). (Without a GPU,
+    CUTE_DSL_ARCH=sm_100a selects the target.)"""
     kernel = Sm100BlockScaledGroupedGemm(config)
     stream = make_fake_stream()
     desc_align = SM100_DESC_BYTES
     init_fn = cute.compile(
         kernel.init_descriptors,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int64, desc_align),
-        num_groups, stream,
+        Int32(1), stream,
     )
     gemm_fn = cute.compile(
         kernel,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, desc_align),
-        Int32(1), Int32(config.cta_group), num_groups, stream,
+        Int32(1), Int32(config.cta_group), Int32(1), stream,
     )
 
     def init(ptrs, sizes, tensormaps):
         init_fn(
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(tensormaps, cutlass.Int64, desc_align), current_stream(sizes.device.index),
+            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sizes.shape[0]),
+            current_stream(sizes.device.index),
         )
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, on_new_stream=None):
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
             device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.host.num_tiles),
-            Int32(sched.host.grid),
+            Int32(sched.host.grid), Int32(sizes.shape[0]),
         )
         return bind_launch(gemm_fn, args, sizes.device.index, on_new_stream)
 
@@ -3145,10 +3147,9 @@ class Sm90Fp4GroupedGemm:
     the flag, stores C). stream_k_units explains why the waits cannot deadlock.
     """
 
-    def __init__(self, config: Sm90Config, num_groups: int):
+    def __init__(self, config: Sm90Config):
         assert sm90_config_is_legal(config), config
         self.cfg = config
-        self.num_groups = num_groups  # static grid of the descriptor-init kernel
         self.tile_m = config.tile_m
         self.tile_n = config.tile_n
         self.blocks = config.blocks
@@ -3225,11 +3226,14 @@ class Sm90Fp4GroupedGemm:
         sizes_ptr: cute.Pointer,
         ptrs_ptr: cute.Pointer,
         tmaps_ptr: cute.Pointer,
+        num_groups: Int32,
         stream: cuda.CUstream,
     ):
+        """One CTA per group; the group count is a launch argument, so that one compiled
+        kernel serves every count."""
         atom_a, atom_b, atom_c = self._make_tma_atoms(tmaps_ptr.toint(), Int32(128), Int32(128))
         self.init_kernel(atom_a, atom_b, atom_c, sizes_ptr, ptrs_ptr, tmaps_ptr).launch(
-            grid=[self.num_groups, 1, 1], block=[32, 1, 1], stream=stream
+            grid=[num_groups, 1, 1], block=[32, 1, 1], stream=stream
         )
 
     @cute.kernel
@@ -3297,6 +3301,7 @@ class Sm90Fp4GroupedGemm:
         flags_ptr: cute.Pointer,
         num_ctas: Int32,
         unit_stride: Int32,
+        num_groups: Int32,
         stream: cuda.CUstream,
     ):
         tiled_mma = self._tiled_mma(self.tile_m)
@@ -3328,7 +3333,7 @@ class Sm90Fp4GroupedGemm:
         self.shared_storage = SharedStorage
         self.kernel(
             tiled_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
-            partials_ptr, flags_ptr, unit_stride,
+            partials_ptr, flags_ptr, unit_stride, num_groups,
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.cfg.threads, 1, 1],
@@ -3350,11 +3355,12 @@ class Sm90Fp4GroupedGemm:
         partials_ptr: cute.Pointer,
         flags_ptr: cute.Pointer,
         unit_stride: Int32,
+        num_groups: Int32,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         if tidx == 0:
-            self.prefetch_schedule(sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride)
+            self.prefetch_schedule(sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride, num_groups)
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
@@ -3408,7 +3414,7 @@ class Sm90Fp4GroupedGemm:
                           tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
     @cute.jit
-    def prefetch_schedule(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride):
+    def prefetch_schedule(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride, num_groups):
         """Pulls into L1 what the start of a CTA reads: its ranges row, its first unit (at row
         bidx * unit_stride) and every group's sizes and pointers. Without it they are three
         dependent global loads (ranges -> unit -> sizes and pointers) before the first TMA
@@ -3420,10 +3426,10 @@ class Sm90Fp4GroupedGemm:
         bidx, _, _ = cute.arch.block_idx()
         prefetch_l1(ranges_ptr.toint() + Int64(bidx) * (RANGE_FIELDS * 4))
         prefetch_l1(units_ptr.toint() + Int64(bidx * unit_stride) * (UNIT_FIELDS * 4))
-        for line in cutlass.range_constexpr(ceil_div(self.num_groups * 4 * 4, 128)):
-            prefetch_l1(sizes_ptr.toint() + line * 128)
-        for line in cutlass.range_constexpr(ceil_div(self.num_groups * 5 * 8, 128)):
-            prefetch_l1(ptrs_ptr.toint() + line * 128)
+        for line in cutlass.range((num_groups * (4 * 4) + 127) // 128, unroll=1):
+            prefetch_l1(sizes_ptr.toint() + Int64(line) * 128)
+        for line in cutlass.range((num_groups * (5 * 8) + 127) // 128, unroll=1):
+            prefetch_l1(ptrs_ptr.toint() + Int64(line) * 128)
 
     @cute.jit
     def release_stage(self, ab_pipeline, state):
@@ -4063,25 +4069,27 @@ def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:
     return True, ""
 
 
-def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
-    """Compiles the descriptor-init and GEMM kernels for sm_90a; arguments are the key."""
-    op = Sm90Fp4GroupedGemm(config, num_groups)
+def compile_sm90(config: Sm90Config) -> CompiledKernels:
+    """Compiles the descriptor-init and GEMM kernels of a config for sm_90a; one build serves
+    every group count (the count is a launch argument of both)."""
+    op = Sm90Fp4GroupedGemm(config)
     stream = make_fake_stream()
     init_fn = cute.compile(
         op.init_tensormaps,
-        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int64, 128), stream,
+        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int64, 128), Int32(1), stream,
     )
     gemm_fn = cute.compile(
         op,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int32),
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, 128), fake_ptr(cutlass.Float32),
-        fake_ptr(cutlass.Int32), Int32(1), Int32(1), stream,
+        fake_ptr(cutlass.Int32), Int32(1), Int32(1), Int32(1), stream,
     )
 
     def init(ptrs, sizes, tensormaps):
         init_fn(
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(tensormaps, cutlass.Int64, 128), current_stream(sizes.device.index),
+            device_ptr(tensormaps, cutlass.Int64, 128), Int32(sizes.shape[0]),
+            current_stream(sizes.device.index),
         )
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, on_new_stream=None):
@@ -4093,7 +4101,7 @@ def compile_sm90(config: Sm90Config, num_groups: int) -> CompiledKernels:
             device_ptr(sched.tables["ranges"], cutlass.Int32),
             device_ptr(sched.tables["units"], cutlass.Int32),
             device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.host.grid),
-            Int32(sched.host.unit_stride),
+            Int32(sched.host.unit_stride), Int32(sizes.shape[0]),
         )
         return bind_launch(gemm_fn, args, sizes.device.index, on_new_stream)
 

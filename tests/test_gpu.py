@@ -193,6 +193,36 @@ def test_token_width_phases(num_sms, tile_n, narrow, stream_k):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g} (M = {m[g]})"
 
 
+def test_one_build_serves_every_group_count():
+    """The group count is a launch argument, not compiled in: one runner and one config
+    over problems of 1, 5, 16 and 2 groups (the descriptor-init grid and the GEMM's schedule
+    prefetch follow it at run time), each correct, on one compiled build."""
+    if _kernel_path() not in ("sm90", "sm100"):
+        pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
+    backend = submission._BACKENDS[_kernel_path()]()
+    runner = submission.GroupedGemmRunner(backend, num_sms=torch.cuda.get_device_properties(0).multi_processor_count,
+                                          device_index=torch.cuda.current_device())
+    config = None
+    rng = random.Random(5)
+    for g in (1, 5, 16, 2):
+        m = [rng.choice((1, 40, 128, 200)) for _ in range(g)]
+        n = [rng.choice((128, 256, 384)) for _ in range(g)]
+        k = [rng.choice((256, 512)) for _ in range(g)]
+        data = reference.generate_input(m=m, n=n, k=k, g=g, seed=60 + g)
+        expected = reference.ref_kernel(_clone(data))
+        problem = submission.validate_inputs(data)
+        if config is None:
+            config, reason = runner.plan(problem)
+            assert config is not None, reason
+        ok, reason = backend.can_implement(config, [s for s in problem.sizes if s[0] and s[1]])
+        assert ok, reason
+        out = runner.run(data, problem, config)
+        torch.cuda.synchronize()
+        for i, (o, e) in enumerate(zip(out, expected)):
+            assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"G = {g}, group {i}"
+    assert len(runner.compiled) == 1
+
+
 def test_stream_k_benchmark_shape_resets_its_flags():
     """Shape 2 of task.yml split by stream-K at both tile widths: correct, bitwise the same
     on a replay, and every arrival flag back at zero after each call (the FIXUPs reset

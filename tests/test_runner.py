@@ -39,7 +39,7 @@ class StubKernel:
         self.choices += 1
         return ("cfg", 128, 128)
 
-    def _compile(self, config, num_groups):
+    def _compile(self, config):
         self.compiles += 1
 
         def init(ptrs, sizes, tensormaps):
@@ -97,6 +97,20 @@ def test_repeat_call_hits_every_cache(stub):
     assert stub.runner.calls.hits == 1
     assert all(x is y for x, y in zip(out1, out2))
     assert all(torch.equal(o, e) for o, e in zip(out2, _expected(data)))
+
+
+def test_one_compile_serves_every_group_count(stub):
+    """The group count is a launch argument of both kernels, not a compile-time constant:
+    problems of 1, 2 and 3 non-empty groups (and one with an empty group) share the config's
+    one build; each gets its own schedule and descriptors."""
+    cases = [_data(40, m=(64,), n=(128,), k=(256,)), _data(41), _data(42, m=(40, 72, 129), n=(128, 256, 128), k=(256, 256, 512)),
+             _data(43, m=(0, 64, 96), n=(128, 128, 256), k=(256, 256, 256))]
+    for data in cases:
+        stub.register(data)
+        out = submission.custom_kernel(data)
+        assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+    assert stub.compiles == 1 and len(stub.runner.compiled) == 1
+    assert stub.inits == len(cases) and stub.launches == len(cases)
 
 
 def test_new_values_in_same_tensors_give_new_results(stub):
@@ -187,7 +201,7 @@ def test_cannot_implement_falls_back_with_one_warning(stub):
 
 
 def test_compile_failure_falls_back_with_one_warning(stub, monkeypatch):
-    def broken(config, num_groups):
+    def broken(config):
         raise RuntimeError("ptxas: too many resources")
 
     monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, compile=broken))
@@ -635,8 +649,8 @@ def test_a_schedule_and_table_made_on_one_stream_are_waited_for_on_another(stub,
     backend = stub.runner.backend
     compile_stub = backend.compile
 
-    def compile_logging(config, num_groups):
-        kernels = compile_stub(config, num_groups)
+    def compile_logging(config):
+        kernels = compile_stub(config)
 
         def init(ptrs, sizes, tensormaps):
             log.append(("init",))
@@ -684,8 +698,8 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
     monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
     launch_stub = stub._compile
 
-    def compile_watching(config, num_groups):
-        kernels = launch_stub(config, num_groups)
+    def compile_watching(config):
+        kernels = launch_stub(config)
 
         def prepare(*args, on_new_stream=None):
             launch = kernels.prepare(*args)

@@ -17,9 +17,9 @@ import submission as S  # noqa: E402
 pytestmark = pytest.mark.compile
 
 
-def _compile_and_dump(tmp_path, cfg_kwargs, num_groups=8) -> str:
+def _compile_and_dump(tmp_path, cfg_kwargs) -> str:
     # Own process: the DSL reads CUTE_DSL_* when it is first imported.
-    code = f"import submission as S\nS.compile_sm90(S.make_sm90_config(**{cfg_kwargs!r}), {num_groups})\n"
+    code = f"import submission as S\nS.compile_sm90(S.make_sm90_config(**{cfg_kwargs!r}))\n"
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
     ptx = [p for p in glob.glob(str(tmp_path / "*.ptx")) if "__call__" in p]
@@ -98,19 +98,18 @@ def test_sm90_registers(tmp_path):
     assert "Used" in out and "registers" in out
 
 
-def test_compile_cache_one_entry_per_config_and_group_count(monkeypatch):
+def test_compile_cache_one_entry_per_config(monkeypatch):
     calls = []
     monkeypatch.setattr(S.cute, "compile", lambda fn, *a, **k: calls.append(fn) or object())
     runner = S.GroupedGemmRunner(S.sm90_backend(), num_sms=132)
 
-    def get(cfg, groups):
-        return runner.compiled.get_or_create((cfg, groups), lambda: S.compile_sm90(cfg, groups))
+    def get(cfg):
+        return runner.compiled.get_or_create(cfg, lambda: S.compile_sm90(cfg))
 
-    a = get(S.Sm90Config(), 2)
-    assert get(S.Sm90Config(), 2) is a
-    get(S.make_sm90_config(256), 2)
-    get(S.Sm90Config(), 3)
-    assert len(runner.compiled) == 3 and len(calls) == 6  # init + GEMM per entry
+    a = get(S.Sm90Config())
+    assert get(S.Sm90Config()) is a
+    get(S.make_sm90_config(256))
+    assert len(runner.compiled) == 2 and len(calls) == 4  # init + GEMM per entry
 
 
 def test_host_functions_and_legality():

@@ -29,7 +29,7 @@ from tests.cases import task_cases  # noqa: E402
 def install_stub() -> None:
     """A backend whose compile and launches do nothing: the wrapper's cost alone."""
 
-    def compile_stub(config, num_groups):
+    def compile_stub(config):
         return submission.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
     backend = submission.KernelBackend(

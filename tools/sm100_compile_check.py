@@ -115,7 +115,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, help="name in SM100_NAMED_CONFIGS")
     ap.add_argument("--out", required=True, help="dump directory for PTX / cubin")
-    ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--arch", default="sm_100a")
     args = ap.parse_args()
 
@@ -132,7 +131,7 @@ def main() -> int:
 
     cfg = km.SM100_NAMED_CONFIGS[args.config]
     t0 = time.perf_counter()
-    compiled = km.compile_sm100(cfg, args.groups)  # the descriptor-init kernel and the GEMM
+    compiled = km.compile_sm100(cfg)  # the descriptor-init kernel and the GEMM
     t1 = time.perf_counter()
 
     new_files = sorted(p for p in dump_dir.glob("*") if p not in before)

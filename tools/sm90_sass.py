@@ -11,6 +11,12 @@ own cubin, and the instruction mix of every loop that issues wgmmas (per iterati
 same once the DSL's object names are masked: a kernel that is PTX-identical to a measured
 one needs no new measurement.
 
+--same-loops-as is the weaker check for a change outside the main loops (a prologue, an
+argument): whether every wgmma loop's SASS is the same instruction for instruction, with
+its registers, in the same order, once code addresses are masked. ptxas's schedule of the
+same loop has measured 2-3 % apart (notes/measurements.md, tenth session), so a change
+whose loops differ needs timing; one whose loops are identical differs only outside them.
+
 Needs ptxas (CUDA toolkit) for the register report and cuobjdump for the SASS; cuobjdump
 and the nvdisasm it runs come with `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`
 (the dev extra; found through CUOBJDUMP or that package).
@@ -54,8 +60,9 @@ def cubin_sass(cuobjdump: str, cubin: str) -> str:
     return subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, env=env).stdout
 
 
-def wgmma_loops(sass: str):
-    """(first, last, instruction counter) of each backward branch's body holding an HGMMA."""
+def wgmma_loops(sass: str, texts: bool = False):
+    """(first, last, instruction counter) of each backward branch's body holding an HGMMA;
+    with texts, (first, last, instruction texts with code addresses masked)."""
     ins = []
     for line in sass.splitlines():
         m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
@@ -71,6 +78,9 @@ def wgmma_loops(sass: str):
         lo = int(m.group(1), 16)
         if not any(lo <= h <= addr for h in hgmma):
             continue
+        if texts:
+            yield lo, addr, [re.sub(r"0x[0-9a-f]+", "ADDR", t) for a, t in ins if lo <= a <= addr]
+            continue
         ops = collections.Counter()
         for a, t in ins:
             if lo <= a <= addr:
@@ -84,7 +94,10 @@ def compile_config(module: Path, cfg: str, tmp: str) -> tuple[str, str]:
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=tmp)
     code = (f"import sys\nsys.path.insert(0, {str(module.parent)!r})\nimport submission as S\n"
             f"assert S.__file__ == {str(module)!r}, S.__file__\n"
-            f"S.compile_sm90(S.make_sm90_config({cfg}), 8)\n")
+            "import inspect\n"
+            # files from before one build served every group count take the count (8)
+            "groups = [8] if 'num_groups' in inspect.signature(S.compile_sm90).parameters else []\n"
+            f"S.compile_sm90(S.make_sm90_config({cfg}), *groups)\n")
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
     ptx = [p for p in glob.glob(f"{tmp}/*.ptx") if "__call__" in p][0]
     cubin = [p for p in glob.glob(f"{tmp}/*.cubin") if "__call__" in p][0]
@@ -98,20 +111,44 @@ def masked_ptx(path: str) -> str:
     return re.sub(r"//.*", "", re.sub(r"object_at_[0-9a-fA-Fx_]+", "OBJ", text))
 
 
+def same_loops(module: Path, other: Path, cfg: str) -> int:
+    """0 when both builds' wgmma loops are the same SASS, instruction for instruction."""
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        print("no cuobjdump: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, or set CUOBJDUMP")
+        return 2
+    loops = []
+    for path in (module, other):
+        with tempfile.TemporaryDirectory() as tmp:
+            sass = cubin_sass(cuobjdump, compile_config(path, cfg, tmp)[1])
+        loops.append([body for _, _, body in wgmma_loops(sass, texts=True)])
+    mine, theirs = loops
+    same = len(mine) == len(theirs) and all(a == b for a, b in zip(mine, theirs))
+    sizes = " / ".join(f"{len(a)}:{len(b)}" for a, b in zip(mine, theirs))
+    print(f"{module} and {other}, config ({cfg}): {len(mine)} and {len(theirs)} wgmma loops "
+          f"({sizes} instructions), SASS {'identical' if same else 'DIFFERENT'}")
+    return 0 if same else 1
+
+
 def main() -> int:
     args = sys.argv[1:]
     module, other = ROOT / "submission.py", None
-    for flag in ("--module", "--same-ptx-as"):
+    loops_of = None
+    for flag in ("--module", "--same-ptx-as", "--same-loops-as"):
         if flag in args:
             i = args.index(flag)
             path = Path(args[i + 1]).resolve()
             args = args[:i] + args[i + 2:]
             if flag == "--module":
                 module = path
-            else:
+            elif flag == "--same-ptx-as":
                 other = path
+            else:
+                loops_of = path
     kw = dict(item.split("=") for item in args)
     cfg = ", ".join(f"{k}={v}" for k, v in kw.items())
+    if loops_of is not None:
+        return same_loops(module, loops_of, cfg)
     if other is not None:
         with tempfile.TemporaryDirectory() as t1, tempfile.TemporaryDirectory() as t2:
             same = masked_ptx(compile_config(module, cfg, t1)[0]) == masked_ptx(compile_config(other, cfg, t2)[0])

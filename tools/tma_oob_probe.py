@@ -108,7 +108,7 @@ def main() -> int:
     cfg = S.make_sm90_config(128, narrow=(64,), pdl=False)
     sizes = [(ROWS, 128, K, 1)]
     data = reference.generate_input(m=(ROWS,), n=(128,), k=(K,), g=1, seed=5)
-    compiled = S.compile_sm90(cfg, 1)
+    compiled = S.compile_sm90(cfg)
     probe = compile_probe(S)
     ptrs = torch.tensor(S.group_pointers(data, sizes), dtype=torch.int64, device="cuda")
     sizes_dev = torch.tensor(sizes, dtype=torch.int32, device="cuda")

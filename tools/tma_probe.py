@@ -96,7 +96,7 @@ def main() -> int:
     cfg = S.make_sm90_config(128, narrow=(64,), pdl=False)
     sizes = [(128, sms * 128, 1536, 1)]
     data = reference.generate_input(m=(128,), n=(sms * 128,), k=(1536,), g=1, seed=5)
-    compiled = S.compile_sm90(cfg, 1)
+    compiled = S.compile_sm90(cfg)
     probe = cute.compile(build_probe(S), S.fake_ptr(S.cutlass.Int64, 128), S.fake_ptr(S.cutlass.Int32),
                          S.make_fake_stream())
     ptrs = torch.tensor(S.group_pointers(data, sizes), dtype=torch.int64, device="cuda")
