@@ -2572,7 +2572,8 @@ SM90_FIXUP_BATCH = 8
 SM90_ACC_SCALE = 4096.0
 SM90_ACC_SCALE_PTX = f"0f{struct.unpack('<I', struct.pack('<f', SM90_ACC_SCALE))[0]:08X}"  # PTX f32 literal
 # The token decode is spread over the first two consumer warpgroups (sm90_token_split),
-# whatever their number: a third one (tile_n 192) only decodes its weights.
+# where a third one could not take whole words (tile_n 192 at 128 tokens: 512 words of a
+# K-tile's chunks over 384 threads); Sm90Config.decoder_threads
 SM90_DECODER_THREADS = 256
 # Registers the producer warpgroup keeps after setmaxnreg.dec (TMA issue only), by the
 # number of consumer warpgroups; the consumers get the rest of the pool (sm90_register_split)
@@ -2586,7 +2587,7 @@ SM90_CONSUMERS_BARRIER = 4
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Sm90Config:
-    tile_m: int = 128  # token rows per tile (wgmma N)
+    tile_m: int = 128  # token rows per tile (wgmma N): 128, or 96 at tile_n 192
     tile_n: int = 128  # weight rows per tile (wgmma M): consumer WGs x blocks x 64
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
@@ -2618,10 +2619,25 @@ class Sm90Config:
         return self.consumer_threads + 128  # + the producer warpgroup (one TMA warp)
 
     @property
+    def decoder_threads(self) -> int:
+        """Consumer threads that share the token decode: all of them where a K-tile's
+        4 x tile_m packed words split into one or two whole words each (2 WGs at 128
+        tokens, 3 WGs at 96), else the first two WGs (3 WGs at 128 tokens)."""
+        if (4 * self.tile_m) % self.consumer_threads == 0:
+            return self.consumer_threads
+        return SM90_DECODER_THREADS
+
+    @property
     def sf_blocks(self) -> int:
         """128-row scale atoms a weight tile spans: a 192-row tile starts at an atom or in
         the middle of one and always ends within the next."""
         return ceil_div(self.tile_n, 128)
+
+    @property
+    def sfa_blocks(self) -> int:
+        """128-row scale atoms a token tile spans: one at 128 tokens; a 96-row tile starts
+        0, 32, 64 or 96 rows into an atom, so it may end in the next."""
+        return 1 if self.tile_m % 128 == 0 else 2
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -2632,7 +2648,7 @@ class Sm90Config:
 def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
     """One packed stage: token and weight rows of 64 bytes, plus their scale slabs (1 KB per
     128 rows: two 512-byte atoms of 4 K-blocks each)."""
-    return (cfg.tile_m + cfg.tile_n) * (SM90_PACKED_K_TILE // 2) + (cfg.tile_m // 128 + cfg.sf_blocks) * 2 * SF_ATOM_BYTES
+    return (cfg.tile_m + cfg.tile_n) * (SM90_PACKED_K_TILE // 2) + (cfg.sfa_blocks + cfg.sf_blocks) * 2 * SF_ATOM_BYTES
 
 
 def sm90_decoded_bytes(cfg: Sm90Config) -> int:
@@ -2662,24 +2678,25 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     return Sm90Config(tile_n=tile_n, stages=stages, **kw)
 
 
-def sm90_token_split(rows: int) -> tuple[int, int]:
+def sm90_token_split(rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[int, int]:
     """(threads per token row, words of each packed 16-byte chunk that each decodes) when
-    the consumer threads decode a tile's `rows` token rows: every thread takes the same
-    words of all 4 chunks of its row, so that the 4 chunks' P[i] make one 16-byte store
-    (sm90_token_slot). 2 x 2 words at 128 rows (all 256 threads) and at 96 (192), 4 x 1
-    at 64 (256) and at 32 (128)."""
-    split = min(4, SM90_DECODER_THREADS // rows)
+    `decoders` consumer threads decode a tile's `rows` token rows: every thread takes the
+    same words of all 4 chunks of its row, so that the 4 chunks' P[i] make one 16-byte
+    store (sm90_token_slot). With 256: 2 x 2 words at 128 rows (all 256 threads) and at 96
+    (192), 4 x 1 at 64 (256) and at 32 (128); with 384 (three WGs at 96 tokens), 4 x 1 at
+    every width."""
+    split = min(4, decoders // rows)
     return split, 4 // split
 
 
-def sm90_token_lane(tidx: int, rows: int) -> tuple[int, int]:
+def sm90_token_lane(tidx: int, rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[int, int]:
     """(token row, word group) that consumer thread tidx decodes; the group's words are
     wpt * group .. wpt * group + wpt - 1 of every chunk (wpt = 4 // threads per row). A
     warp covers 32 / split rows. Every 8-lane phase of its 16-byte stores is one group of 8
     consecutive rows (8 distinct 16-byte bank groups under SW128); every half-warp of its
     8-byte loads (the whole warp for the 4-byte ones at 64 rows) is 8 consecutive rows x
     all the groups (32 distinct banks under SW64)."""
-    split, _ = sm90_token_split(rows)
+    split, _ = sm90_token_split(rows, decoders)
     warp, lane = tidx // 32, tidx % 32
     per_warp = 32 // split
     group = (lane // 8) % split
@@ -2702,6 +2719,23 @@ def sm90_scale_word_offset(row, q):
     return ((row // 128) * 2 + q // 2) * SF_ATOM_BYTES + (row % 32) * 16 + ((row % 128) // 32) * 4
 
 
+def sm90_token_scale_atom(row_a, b: int, m):
+    """Global 128-row scale atom that a token tile starting at row row_a copies into slab
+    atom b of a stage: the one holding row_a and those after, or the group's last again
+    past its M (those rows multiply TMA-zero-filled tokens, outputs never stored). Works on
+    host ints and on kernel Int32s alike."""
+    return cutlass.min(row_a // 128 + b, (m + 127) // 128 - 1)
+
+
+def sm90_token_scale_row(trow, tm, tile_m: int):
+    """Row of the stage's token scale slab that holds tile tm's token row trow: tiles of 128
+    start at an atom; one of 96 starts (96 tm) % 128 rows into its first (atom b of the slab
+    is sm90_token_scale_atom's b)."""
+    if tile_m % 128 == 0:
+        return trow
+    return trow + (tm * tile_m) % 128
+
+
 def sm90_consumer_registers(cfg: Sm90Config) -> int:
     """What a consumer thread holds: its fp32 accumulators (blocks x 64 weight rows x tile_m
     tokens over 128 threads) plus about 96 for the A fragments in flight (ptxas keeps 3 of
@@ -2711,15 +2745,19 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
 
 
 SM90_TILE_NS = (128, 192, 256)  # 2 WGs x 1 block, 3 WGs x 1, 2 WGs x 2 (Sm90Config.consumer_wgs)
+# token tile heights: 128, or 96 at tile_n 192, where all three WGs then decode tokens
+# (one word per chunk each: Sm90Config.decoder_threads)
+SM90_TILE_MS = {128: (128,), 192: (128, 96), 256: (128,)}
 SM90_NARROW_WIDTHS = (96, 64, 32)  # whole 16-byte chunks per decoding thread (sm90_token_split)
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
-    # tile_m 128: every decoder thread decodes part of a token row (sm90_token_split);
+    # SM90_TILE_MS: every decoder thread decodes part of a token row (sm90_token_split);
     # narrow phases: descending widths below the tile's, at most MAX_PHASES in all
     return (
-        cfg.tile_n in SM90_TILE_NS and cfg.tile_m == 128 and len(cfg.widths) <= MAX_PHASES
-        and all(w in SM90_NARROW_WIDTHS for w in cfg.narrow)
+        cfg.tile_n in SM90_TILE_NS and cfg.tile_m in SM90_TILE_MS[cfg.tile_n]
+        and len(cfg.widths) <= MAX_PHASES
+        and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
     )
 
@@ -3103,16 +3141,18 @@ class Sm90Fp4GroupedGemm:
     RS form), never to smem. Tokens are wgmma's B: the same consumer threads decode each
     packed K-tile of them into an fp16 smem buffer of a 3-deep ring, one K-tile ahead of
     the wgmmas that read it. A tile is tile_n weight rows (consumer WGs x blocks m64
-    blocks: 2 x 1, 2 x 2, or 3 x 1 at tile_n 192) by tile_m tokens; at tile_n 256 every
-    decoded token feeds 256 weight rows, half the token decode per MAC of a 128-row tile.
+    blocks: 2 x 1, 2 x 2, or 3 x 1 at tile_n 192) by tile_m tokens (128, or 96 at tile_n
+    192); at tile_n 256 every decoded token feeds 256 weight rows, half the token decode
+    per MAC of a 128-row tile.
 
     consumer warps (0..7, or 0..11 with 3 WGs), per K-tile kt (its weights in registers):
         4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
         blocks): wait_group(1) -> decode the weights into the free 8-register A fragment
         -> (first group: wait for every WG's arrival on kt's tokens) -> 2 wgmmas
         after the first group: wait stage kt+1, LDS own words of its token row's 4
-        chunks, decode and store the first word into the ring, 16 bytes per P index (the
-        first two WGs only: a third stores no tokens); after word 1's first group the
+        chunks, decode and store the first word into the ring, 16 bytes per P index (at 128
+        tokens the first two WGs only: a third stores no tokens; at 96 tokens all three, one
+        word each: decoder_threads); after word 1's first group the
         second word (2 per thread at 96 and 128 rows, 1 at 32 and 64); one group after the
         last store fence.proxy.async and arrive on the ring's full barrier of kt+1 (every
         consumer thread)
@@ -3160,7 +3200,7 @@ class Sm90Fp4GroupedGemm:
         self.row_bytes = SM90_PACKED_K_TILE // 2
         self.a_stage_bytes = self.tile_m * self.row_bytes
         self.b_stage_bytes = self.tile_n * self.row_bytes
-        self.sfa_stage_bytes = self.tile_m // 128 * 2 * SF_ATOM_BYTES
+        self.sfa_stage_bytes = config.sfa_blocks * 2 * SF_ATOM_BYTES
         self.sfb_stage_bytes = config.sf_blocks * 2 * SF_ATOM_BYTES
         self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + self.sfa_stage_bytes + self.sfb_stage_bytes
         self.tbuf_bytes = self.tile_m * SM90_PACKED_K_TILE * 2  # one decoded token K-tile
@@ -3199,10 +3239,10 @@ class Sm90Fp4GroupedGemm:
         )
 
     def _c_stage_layout(self):
-        """One consumer WG's C staging box: (128 tokens, 64 weight rows) fp16, 128-byte rows
-        under the 128-byte swizzle (sm90_c_box_offset)."""
+        """One consumer WG's C staging box: (tile_m tokens, 64 weight rows) fp16, 128-byte
+        rows under the 128-byte swizzle (sm90_c_box_offset), in a buffer of 128 rows."""
         return cute.tile_to_shape(
-            self._sw128_fp16_atom(), (SM90_C_BOX_ROWS, SM90_WEIGHT_ROWS_PER_BLOCK), order=(0, 1)
+            self._sw128_fp16_atom(), (self.tile_m, SM90_WEIGHT_ROWS_PER_BLOCK), order=(0, 1)
         )
 
     def _make_tma_atoms(self, addr: Int64, rows: Int32, kbytes: Int32):
@@ -3216,7 +3256,7 @@ class Sm90Fp4GroupedGemm:
         )
         atom_c, _ = cute.nvgpu.cpasync.make_tiled_tma_atom(
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), self._c_tensor(addr, rows, rows),
-            self._c_stage_layout(), (SM90_C_BOX_ROWS, SM90_WEIGHT_ROWS_PER_BLOCK),
+            self._c_stage_layout(), (self.tile_m, SM90_WEIGHT_ROWS_PER_BLOCK),
         )
         return atom_a, atom_b, atom_c
 
@@ -3469,6 +3509,13 @@ class Sm90Fp4GroupedGemm:
             # the last block again, so every stage's byte count stays tx_bytes; its rows
             # multiply TMA's zero-filled rows into outputs that are never stored.
             sfa_src = mPtrs[2, g] + Int64((row_a // 128) * rest_k) * SF_ATOM_BYTES
+            if cutlass.const_expr(self.cfg.sfa_blocks > 1):
+                # a 96-row token tile's two atoms (sm90_token_scale_atom)
+                m = mSizes[0, g]
+                sfa_src = [
+                    mPtrs[2, g] + Int64(sm90_token_scale_atom(row_a, b, m) * rest_k) * SF_ATOM_BYTES
+                    for b in range(self.cfg.sfa_blocks)
+                ]
             last_mb = (n + 127) // 128 - 1
             sfb_src = [
                 mPtrs[3, g] + Int64(cutlass.min(row_b // 128 + b, last_mb) * rest_k) * SF_ATOM_BYTES
@@ -3482,8 +3529,13 @@ class Sm90Fp4GroupedGemm:
                 tma_load_2d(sA0 + s * self.a_stage_bytes, desc_a, kb, row_a, mbar, is_leader)
                 tma_load_2d(sB0 + s * self.b_stage_bytes, desc_b, kb, row_b, mbar, is_leader)
                 koff = Int64(kt) * (2 * SF_ATOM_BYTES)
-                bulk_load(sSFA0 + s * self.sfa_stage_bytes, sfa_src + koff, self.sfa_stage_bytes,
-                          mbar, is_leader)
+                if cutlass.const_expr(self.cfg.sfa_blocks > 1):
+                    for b in cutlass.range_constexpr(self.cfg.sfa_blocks):
+                        bulk_load(sSFA0 + s * self.sfa_stage_bytes + b * 2 * SF_ATOM_BYTES,
+                                  sfa_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, is_leader)
+                else:
+                    bulk_load(sSFA0 + s * self.sfa_stage_bytes, sfa_src + koff, self.sfa_stage_bytes,
+                              mbar, is_leader)
                 for b in cutlass.range_constexpr(self.cfg.sf_blocks):
                     bulk_load(sSFB0 + s * self.sfb_stage_bytes + b * 2 * SF_ATOM_BYTES,
                               sfb_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, is_leader)
@@ -3550,7 +3602,7 @@ class Sm90Fp4GroupedGemm:
         m = mSizes[0, g]
         k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
-        tok = self.token_share(tidx, rows)
+        tok = self.token_share(tidx, rows, tm)
         wgt = self.weight_share(tidx, tn)
         ahead, tok_w, tok_r = states
         for a in acc:
@@ -3712,9 +3764,9 @@ class Sm90Fp4GroupedGemm:
         return Int32(sm90_scale_selector(0, 1)) + Int32(0x2222) * (q % 2)
 
     @cute.jit
-    def token_share(self, tidx, rows: int):
-        """This thread's share of a tile's token decode (the first 256 consumer threads, `rows`
-        static): words wpt * group .. + wpt - 1 of the 4 chunks of token row trow
+    def token_share(self, tidx, rows: int, tm):
+        """This thread's share of tile tm's token decode (the decoder_threads first consumer
+        threads, `rows` static): words wpt * group .. + wpt - 1 of the 4 chunks of token row trow
         (sm90_token_lane). Word w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to
         K-half w // 2 of the ring buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under
         the SW128 XOR (sm90_token_slot), 4 bytes at 4q: the 4 chunks make one 16-byte store.
@@ -3722,15 +3774,18 @@ class Sm90Fp4GroupedGemm:
         past a narrow phase's width (never read at its wgmma N): a warp-uniform skip of
         those cost ptxas a branch around the stores that it paid for on every K-tile (K-loop
         534 -> 504 SASS instructions at tile_n 256 stream-K without it, 353 -> 348 at 128).
-        `live` is None (static: store) with two consumer WGs; a third one (tile_n 192)
-        reads the chunks of the first one and never stores."""
-        _, wpt = sm90_token_split(rows)
-        dtid = tidx % SM90_DECODER_THREADS
-        trow, group = sm90_token_lane(dtid, rows)
+        `live` is None (static: store) where every consumer WG decodes (decoder_threads); a
+        third of three at 128 tokens reads the chunks of the first one and never stores.
+        srow is the row's place in the stage's scale slab: a 96-row tile tm starts
+        (96 tm) % 128 rows into its first atom."""
+        decoders = self.cfg.decoder_threads
+        _, wpt = sm90_token_split(rows, decoders)
+        dtid = tidx % decoders
+        trow, group = sm90_token_lane(dtid, rows, decoders)
         live = None
-        if cutlass.const_expr(self.wgs > 2):
-            live = tidx < SM90_DECODER_THREADS
-        return trow, group, wpt, live
+        if cutlass.const_expr(self.cfg.consumer_threads > decoders):
+            live = tidx < decoders
+        return trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m)
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
@@ -3738,7 +3793,7 @@ class Sm90Fp4GroupedGemm:
         (8-byte loads, 4-byte at wpt = 1) and the scale words of the row's two K-atoms,
         then turns those into the f16x2 scale of each chunk's K-block that the words lie in.
         All loads issue before the first conversion, so their latencies overlap."""
-        trow, group, wpt, _ = tok
+        trow, group, wpt, _, srow = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
@@ -3747,7 +3802,7 @@ class Sm90Fp4GroupedGemm:
             addr = pk + sw64(trow, q) + 4 * wpt * group
             packed.append(ld_shared_v2(addr) if wpt == 2 else [ld_shared_u32(addr)])
         sel = sm90_token_scale_selector(group, wpt)
-        words = [ld_shared_u32(sf + sm90_scale_word_offset(trow, 2 * a)) for a in range(2)]  # trow < 128: atom 0
+        words = [ld_shared_u32(sf + sm90_scale_word_offset(srow, 2 * a)) for a in range(2)]
         pairs = [scale_pair(words[a], sel) for a in range(2)]
         return packed, [pairs[q // 2][q % 2] for q in range(4)]
 
@@ -3756,7 +3811,7 @@ class Sm90Fp4GroupedGemm:
         """This thread's words number `words` (static, 0 .. wpt - 1; others are skipped) of
         its 4 chunks -> the ring buffer tok_w: per word and P index one 16-byte store of the
         4 chunks' P values (half the stores of 2 chunks x 4 words, a quarter of 1 x 4)."""
-        trow, group, wpt, live = tok
+        trow, group, wpt, live, _ = tok
         if cutlass.const_expr(live is None):
             self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
         elif live:
@@ -3962,6 +4017,8 @@ SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 stream-K,
 # against the chosen 111.5 / 74.0 / 33.5 / 16.9): its K-tile costs 0.86 us per 128 weight
 # rows, between 128's 1.03 and 256's 0.78, and the model cannot tell it apart reliably.
+# (tile_n 192 at 96 tokens, where all three WGs decode tokens and the K-loop is 277 SASS
+# instructions against 386, is not offered until it is measured.)
 SM90_TILE_N_CHOICES = (128, 256)
 # Narrow phases the chooser offers, the preferred first (it wins a model tie). (96, 64)
 # ran shape 0 at 116.9 against 124.9 us kernel with (64,) (tile_n 256 stream-K), and it is

@@ -100,6 +100,10 @@ def test_sm90_matches_exact_reference(case):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback would not test the kernel
         submission.custom_kernel(data)
+    _check_outputs(data)
+
+
+def _check_outputs(data):
     torch.cuda.synchronize()
     for g, ((a, b, c), (sfa, sfb)) in enumerate(zip(data[0], data[1])):
         ref = exact_reference(a, b, sfa, sfb).float()
@@ -109,3 +113,27 @@ def test_sm90_matches_exact_reference(case):
             i, j = torch.nonzero(bad)[0].tolist()
             pytest.fail(f"group {g}: {int(bad.sum())} bad, first ({i},{j}) "
                         f"out {out[i, j].item()} ref {ref[i, j].item()}")
+
+
+# 96-row token tiles start 0, 96, 64 and 32 rows into a 128-row scale atom (M = 300), end
+# in the next atom or past the group's last one (M = 200, 129, 40, 1: the clamped copy),
+# with every phase (96, 64, 32) and N not a multiple of 192
+TILE_M96 = Case("tile-m96", (300, 40, 200, 129, 1), (512, 256, 384, 200, 128), (512, 256, 768, 256, 512),
+                full_range=True, poison=True)
+
+
+@pytest.mark.parametrize("stream_k", [False, True], ids=["whole", "stream_k"])
+@pytest.mark.parametrize("num_sms", [3, 132])
+def test_tile_m_96_with_three_decoding_warpgroups(num_sms, stream_k):
+    """tile_n 192 at 96 tokens (all three consumer WGs decode tokens, two scale atoms per
+    token tile) through a runner with the config forced, on a grid where CTAs walk many
+    tiles of every phase and on one where most run one; NaN in the scale padding."""
+    _require_sm90()
+    import submission
+
+    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), stream_k=stream_k)
+    assert submission.sm90_config_is_legal(cfg) and cfg.decoder_threads == 384
+    data = _make(TILE_M96)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
+    _check_outputs(data)

@@ -163,23 +163,25 @@ def test_c_staging_stmatrix_rows_are_bank_conflict_free():
             assert len(groups) == 8
 
 
-def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts():
-    """All 256 consumer threads share a tile's token decode: (row, chunk, word) triples are
-    covered exactly once, each thread taking the same words of all 4 chunks of its row;
-    each half-warp of the 8-byte loads (the whole warp for the 4-byte ones) hits 32
-    distinct banks under SW64, and each 8-lane phase of the 16-byte stores 8 distinct
-    16-byte bank groups under SW128."""
-    for rows in (128, 96, 64, 32):
-        split, wpt = S.sm90_token_split(rows)
+@pytest.mark.parametrize("decoders, widths", [(256, (128, 96, 64, 32)), (384, (96, 64, 32))],
+                         ids=["two_wgs", "three_wgs_96"])
+def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decoders, widths):
+    """The decoder threads (256: two WGs; 384: three WGs at 96-row token tiles) share a
+    tile's token decode: (row, chunk, word) triples are covered exactly once, each thread
+    taking the same words of all 4 chunks of its row; each half-warp of the 8-byte loads
+    (the whole warp for the 4-byte ones) hits 32 distinct banks under SW64, and each 8-lane
+    phase of the 16-byte stores 8 distinct 16-byte bank groups under SW128."""
+    for rows in widths:
+        split, wpt = S.sm90_token_split(rows, decoders)
         assert split * wpt == 4
         seen = []
-        lanes = [S.sm90_token_lane(t, rows) for t in range(S.SM90_DECODER_THREADS)]
+        lanes = [S.sm90_token_lane(t, rows, decoders) for t in range(decoders)]
         for t, (row, group) in enumerate(lanes):
             # the kernel's `live`: a warp decodes only if its first row is a tile row
             if (t // 32) * (32 // split) < rows:
                 seen += [(row, q, wpt * group + i) for q in range(4) for i in range(wpt)]
         assert sorted(seen) == [(r, q, w) for r in range(rows) for q in range(4) for w in range(4)]
-        for warp in range(S.SM90_DECODER_THREADS // 32):
+        for warp in range(decoders // 32):
             w = lanes[32 * warp: 32 * warp + 32]
             n = 16 if wpt == 2 else 32  # 8-byte loads: half-warps; 4-byte: the warp
             for q in range(4):
@@ -309,7 +311,11 @@ def test_scale_selectors_pick_the_chunk_blocks():
         ({"stages": 1}, False),
         ({"tile_n": 256, "stages": 4}, False),  # 4 x 27 KB stages + ring + C staging > 227 KB
         ({"token_buffers": 2}, False),  # the ring's order argument needs 3
-        ({"tile_m": 96}, False),
+        ({"tile_m": 96}, False),  # 96-row token tiles only at tile_n 192
+        ({"tile_n": 192, "stages": 3}, True),
+        ({"tile_n": 192, "tile_m": 96, "narrow": (64, 32)}, True),  # 4 stages: 216 KB
+        ({"tile_n": 192, "tile_m": 96}, False),  # narrow 96 is not narrower than the tile
+        ({"tile_n": 256, "tile_m": 96, "stages": 3, "narrow": (64,)}, False),
         ({"swap_ab": False}, False),
     ],
 )
@@ -318,7 +324,9 @@ def test_legality(kw, legal):
     assert S.sm90_config_is_legal(cfg) is legal
     if legal:
         assert S.sm90_smem_bytes(cfg) <= S.SM90_SMEM_CAPACITY
-        assert cfg.blocks * 2 * 64 == cfg.tile_n
+        assert cfg.blocks * cfg.consumer_wgs * 64 == cfg.tile_n
+        # every decoder thread takes whole words: 4 words per chunk row of each token row
+        assert 4 * cfg.tile_m % cfg.decoder_threads == 0
 
 
 def test_makespan_model_follows_the_round_robin():
@@ -467,3 +475,23 @@ def test_split_at_128_only_for_one_wave_problems_and_by_balanced_units():
     assert S.sm90_work_schedule(many, cfg, 132) == S.stream_k_units(
         *S.split_tiles_by_width(S.build_tile_schedule(many, 128, 128), many, cfg.widths),
         [56] * 8, 132, *S.sm90_cost_model(cfg))
+
+
+@pytest.mark.parametrize("tile_m", [128, 96])
+def test_token_scales_of_a_tile_come_from_the_rows_atoms(tile_m):
+    """Every token row of every tile below the group's M reads the scale word of its own
+    global row: the stage's slab atom b (copied from global atom sm90_token_scale_atom) at
+    slab row sm90_token_scale_row holds global row 96 tm + trow (128 tm + trow), and no
+    copy reaches past the group's last atom."""
+    cfg = S.Sm90Config(tile_n=192, tile_m=tile_m, narrow=(64, 32)) if tile_m == 96 else S.Sm90Config()
+    for m in (1, 40, 96, 97, 128, 129, 200, 300, 383, 1000):
+        atoms = (m + 127) // 128
+        for tm in range(S.ceil_div(m, tile_m)):
+            row_a = tm * tile_m
+            copied = [S.sm90_token_scale_atom(row_a, b, m) for b in range(cfg.sfa_blocks)]
+            assert all(0 <= a < atoms for a in copied)
+            for trow in range(min(tile_m, m - row_a)):
+                srow = S.sm90_token_scale_row(trow, tm, tile_m)
+                assert srow < 128 * cfg.sfa_blocks
+                r = row_a + trow
+                assert copied[srow // 128] == r // 128 and srow % 128 == r % 128, (m, tm, trow)

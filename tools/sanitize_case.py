@@ -1,4 +1,4 @@
-"""Two small cases checked bit-exactly against the reference, for compute-sanitizer:
+"""Small cases checked bit-exactly against the reference, for compute-sanitizer:
     compute-sanitizer --tool memcheck python tools/sanitize_case.py
 
 1. custom_kernel on G = 2 (M = 40 / 129): one tile per CTA, both schedule phases.
@@ -13,6 +13,9 @@
 6. Hopper split pieces at tile_n = 128 on an 11-CTA grid, where the 10 tiles are one wave:
    balanced_units moves the heads of the 4 long tiles to 4 CTAs that each run a whole tile
    after their PARTIAL.
+7. Hopper stream-K at tile_n = 192 with 96-row token tiles (all three consumer warpgroups
+   decode tokens; a token tile's scales span two 128-row atoms) on a 3-CTA grid, three
+   token-width phases.
 """
 
 import dataclasses
@@ -68,6 +71,13 @@ def case_three_wgs():
                            narrow=(96, 64))
 
 
+def case_tile_m_96():
+    if submission.select_path(torch.device("cuda")) != "sm90":
+        return case_small_grid()
+    return case_small_grid(3, tile_n=192, tile_m=96, narrow=(64, 32), stream_k=True,
+                           stages=submission.make_sm90_config(192, tile_m=96, narrow=(64, 32)).stages)
+
+
 def case_balanced():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
@@ -79,9 +89,10 @@ def case_balanced():
     return runner.run(data, submission.validate_inputs(data), cfg), expected
 
 
-SPLIT = (case_stream_k, case_three_wgs, case_balanced)
+SPLIT = (case_stream_k, case_three_wgs, case_balanced, case_tile_m_96)
 ok = True
-for case in (case_custom_kernel, case_small_grid, case_one_block, case_stream_k, case_three_wgs, case_balanced):
+for case in (case_custom_kernel, case_small_grid, case_one_block, case_stream_k, case_three_wgs, case_balanced,
+             case_tile_m_96):
     out, expected = case()
     torch.cuda.synchronize()
     exact = all(torch.equal(o, e) for o, e in zip(out, expected))
