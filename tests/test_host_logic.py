@@ -22,7 +22,7 @@ def _random_sizes(rng, groups):
     return [(m, rng.choice([128, 256, 384, 3072, 4096, 7168]), rng.choice([256, 512, 7168]), 1) for m in ms]
 
 
-@pytest.mark.parametrize("tile_m,tile_n", [(128, 128), (128, 256), (256, 128), (64, 128)])
+@pytest.mark.parametrize("tile_m,tile_n", [(128, 128), (128, 256), (256, 128), (64, 128), (96, 192)])
 @pytest.mark.parametrize("seed", range(6))
 def test_schedule_covers_every_tile_once(tile_m, tile_n, seed):
     rng = random.Random(seed)
@@ -72,6 +72,26 @@ def test_split_tiles_by_width_keeps_every_tile_in_its_narrowest_phase(seed, widt
             assert all(u > widths[p + 1] for u in used)
         # each phase keeps the schedule's order (descending work)
         assert [order[r] for r in phase] == sorted(order[r] for r in phase)
+
+
+@pytest.mark.parametrize("stream_k", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_hopper_schedule_of_96_row_token_tiles_covers_every_k_tile_once(seed, stream_k):
+    """sm90_work_schedule at tile_n 192 with 96-token tiles (phases 96 / 64 / 32): every
+    K-tile of every tile once, each unit in the phase of its tile's used rows."""
+    rng = random.Random(seed)
+    sizes = _random_sizes(rng, rng.choice([1, 2, 8, 64]))
+    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), stream_k=stream_k)
+    ws = submission.sm90_work_schedule(sizes, cfg, 132)
+    covered = collections.Counter()
+    for c, cta in enumerate(ws.ctas):
+        for u, p in zip(cta, ws.phases(c)):
+            used = min(96, sizes[u.group][0] - 96 * u.tm)
+            assert used <= cfg.widths[p] and (p + 1 == len(cfg.widths) or used > cfg.widths[p + 1])
+            covered.update((u.group, u.tm, u.tn, kt) for kt in range(u.kt0, u.kt1))
+    expected = collections.Counter((g, tm, tn, kt) for g, tm, tn in build_tile_schedule(sizes, 96, 192)
+                                   for kt in range(sizes[g][2] // 128))
+    assert covered == expected
 
 
 def test_split_tiles_by_width_benchmark_shape():

@@ -8,6 +8,7 @@ GEMM kernel's own CUDA time (torch.profiler), with PDL off.
 
     python tools/sm90_ktile_cost.py                 # tile_n 128 and 256, widths 128 96 64 32
     python tools/sm90_ktile_cost.py --tile-n 256 --widths 128,96
+    python tools/sm90_ktile_cost.py --tile-n 192 --tile-m 96 --widths 96,64,32
 """
 
 import argparse
@@ -22,6 +23,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tile-n", default="128,256")
     ap.add_argument("--widths", default="128,96,64,32")
+    ap.add_argument("--tile-m", type=int, default=128, help="token tile height (96: tile_n 192 only)")
     ap.add_argument("--k", default="1024,4096", help="two depths")
     ap.add_argument("--calls", type=int, default=20)
     args = ap.parse_args()
@@ -37,8 +39,8 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name(0)}, {sms} SMs; K = {k_lo}, {k_hi}; one tile per CTA")
     for tile_n in (int(x) for x in args.tile_n.split(",")):
         for width in (int(x) for x in args.widths.split(",")):
-            narrow = () if width == 128 else (width,)
-            cfg = S.make_sm90_config(tile_n, narrow=narrow, pdl=False)
+            narrow = () if width == args.tile_m else (width,)
+            cfg = S.make_sm90_config(tile_n, tile_m=args.tile_m, narrow=narrow, pdl=False)
             times = []
             for k in (k_lo, k_hi):
                 data = reference.generate_input(m=(width,), n=(sms * tile_n,), k=(k,), g=1, seed=3)
