@@ -4012,11 +4012,12 @@ SM90_KTILE_US = {
     (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
-# 96-row token tiles at tile_n 192 (all three WGs decode): estimated, not measured. The
-# measured full-width K-tiles above take 3.04-3.33 ns per SASS instruction of their K-loop
-# (1.028 us / 338 at 128, 1.287 / 386 at 192, 1.572 / 504 at 256); this K-loop has 277, so
-# about 0.85 us; the narrow widths scale it as tile_n 128's measured 96 / 64 / 32 do.
-SM90_KTILE_US_96_TOKENS = {(192, 96): 0.85, (192, 64): 0.75, (192, 32): 0.53}
+# 96-row token tiles at tile_n 192 (all three WGs decode): estimated, not measured. One
+# tile per CTA, the full-width K-tiles took 3.04-3.33 ns per SASS instruction of their
+# K-loop (1.028 us / 338 at 128, 1.287 / 386 at 192, 1.572 / 504 at 256); this K-loop has
+# 277, so about 0.85 us, 0.88 in this table's units (its (192, 128) is 1.04 x the one-tile
+# figure); the narrow widths scale it as tile_n 128's measured 96 / 64 / 32 do.
+SM90_KTILE_US_96_TOKENS = {(192, 96): 0.88, (192, 64): 0.78, (192, 32): 0.55}
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # Widths the chooser offers. tile_n 192 (three consumer WGs) measured slower on all four
 # shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 stream-K,
