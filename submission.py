@@ -4013,18 +4013,21 @@ SM90_KTILE_US = {
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
 # 96-row token tiles at tile_n 192 (all three WGs decode): estimated, not measured. One
-# tile per CTA, the full-width K-tiles took 3.04-3.33 ns per SASS instruction of their
-# K-loop (1.028 us / 338 at 128, 1.287 / 386 at 192, 1.572 / 504 at 256); this K-loop has
-# 277, so about 0.85 us, 0.88 in this table's units (its (192, 128) is 1.04 x the one-tile
-# figure); the narrow widths scale it as tile_n 128's measured 96 / 64 / 32 do.
-SM90_KTILE_US_96_TOKENS = {(192, 96): 0.88, (192, 64): 0.78, (192, 32): 0.55}
+# tile per CTA, the fifth session's full-width K-tiles took the same time per decoded value
+# within 2 % (1.028 / 1.287 / 1.572 us for 32K / 40K / 48K token and weight values at
+# tile_n 128 / 192 / 256); a 192 x 96 K-tile decodes 36K, so 1.16 us, 1.20 in this table's
+# units (its (192, 128) is 1.04 x the one-tile figure); the narrow widths scale it as
+# tile_n 128's measured 96 / 64 / 32 do. (By its K-loop's 277 SASS instructions per warp,
+# against 379 / 422 / 566 then, it would be about 0.85 us: the GPU decides.)
+SM90_KTILE_US_96_TOKENS = {(192, 96): 1.20, (192, 64): 1.06, (192, 32): 0.75}
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # Widths the chooser offers. tile_n 192 (three consumer WGs) measured slower on all four
 # shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 stream-K,
 # against the chosen 111.5 / 74.0 / 33.5 / 16.9): its K-tile costs 0.86 us per 128 weight
 # rows, between 128's 1.03 and 256's 0.78, and the model cannot tell it apart reliably.
 # (tile_n 192 at 96 tokens, where all three WGs decode tokens and the K-loop is 277 SASS
-# instructions against 386, is not offered until it is measured.)
+# instructions against 386, is not offered until it is measured: it decodes as many values
+# per MAC as tile_n 128, 1/96 + 1/192 = 2/128.)
 SM90_TILE_N_CHOICES = (128, 256)
 # Narrow phases the chooser offers, the preferred first (it wins a model tie). (96, 64)
 # ran shape 0 at 116.9 against 124.9 us kernel with (64,) (tile_n 256 stream-K), and it is
