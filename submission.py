@@ -4013,13 +4013,14 @@ SM90_KTILE_US = {
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
 # 96-row token tiles at tile_n 192 (all three WGs decode): estimated, not measured. One
-# tile per CTA, the fifth session's full-width K-tiles took the same time per decoded value
-# within 2 % (1.028 / 1.287 / 1.572 us for 32K / 40K / 48K token and weight values at
-# tile_n 128 / 192 / 256); a 192 x 96 K-tile decodes 36K, so 1.16 us, 1.20 in this table's
-# units (its (192, 128) is 1.04 x the one-tile figure); the narrow widths scale it as
-# tile_n 128's measured 96 / 64 / 32 do. (By its K-loop's 277 SASS instructions per warp,
-# against 379 / 422 / 566 then, it would be about 0.85 us: the GPU decides.)
-SM90_KTILE_US_96_TOKENS = {(192, 96): 1.20, (192, 64): 1.06, (192, 32): 0.75}
+# tile per CTA, the fifth session's full-width K-tiles took 2.7-3.05 ns per SASS
+# instruction of their K-loops (1.028 us / ~379 at tile_n 128, 1.287 / 422 at 192 with
+# three warps per sub-partition, 1.572 / ~566 at 256), and cutting instructions alone has
+# cut time (the ninth session: 0.847 / 339 and 1.440 / 504, same decode). This K-loop has
+# 277, so about 0.85 us, 0.88 in this table's units (its (192, 128) is 1.04 x the one-tile
+# figure); the narrow widths scale it as tile_n 128's measured 96 / 64 / 32 do. (Per
+# decoded value it would be 1.16 us: it decodes as many values per MAC as tile_n 128.)
+SM90_KTILE_US_96_TOKENS = {(192, 96): 0.88, (192, 64): 0.78, (192, 32): 0.55}
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # Widths the chooser offers. tile_n 192 (three consumer WGs) measured slower on all four
 # shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 stream-K,
