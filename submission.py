@@ -2559,8 +2559,9 @@ SF_ATOM_BYTES = 512  # 128 rows x 4 scale columns
 SM90_PACKED_K_TILE = 128  # K elements per packed pipeline stage (64 bytes per row)
 SM90_DECODE_K = 64  # K elements per K-half of a decoded token buffer (one SW128 fp16 row)
 SM90_WEIGHT_ROWS_PER_BLOCK = 64  # one wgmma M atom
-# Epilogue staging: per consumer WG one (128 tokens x 64 weight rows) fp16 box of C under
-# the 128-byte swizzle, the TMA store's box (C row-major: tokens are C's rows)
+# Epilogue staging: per consumer WG one (tile_m tokens x 64 weight rows) fp16 box of C
+# under the 128-byte swizzle, the TMA store's box (C row-major: tokens are C's rows), in a
+# buffer sized for 128 tokens
 SM90_C_BOX_ROWS = 128
 SM90_C_STAGE_BYTES = SM90_C_BOX_ROWS * SM90_WEIGHT_ROWS_PER_BLOCK * 2
 # A FIXUP's epilogue loads this many token pairs' partial sums (16 floats each) before it
