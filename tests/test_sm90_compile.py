@@ -151,3 +151,23 @@ def test_tma_probe_compiles_with_six_timed_loads(tmp_path):
     assert ptx.count("cp.async.bulk.tensor.2d") == 6
     assert ptx.count("mbarrier.try_wait.parity") == 6
     assert ptx.count("fence.proxy.tensormap::generic.acquire") == 1
+
+
+def test_tma_oob_probe_compiles_with_a_bounded_poll_per_case(tmp_path):
+    """tools/tma_oob_probe.py (prepared for the H200: does a wholly out-of-bounds TMA box
+    credit its full bytes?) must compile for sm_90a: one load per case, each followed by a
+    bounded poll of the barrier (a test_wait, not a blocking wait), so that a short credit
+    shows as "not complete" instead of a hang."""
+    code = (
+        "import sys; sys.path.insert(0, 'tools')\n"
+        "import tma_oob_probe as T, submission as S\n"
+        "T.compile_probe(S)\n"
+    )
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
+    ptx = "".join(Path(p).read_text() for p in glob.glob(str(tmp_path / "*.ptx")))
+    sys.path.insert(0, str(ROOT / "tools"))
+    import tma_oob_probe
+
+    assert ptx.count("cp.async.bulk.tensor.2d") == len(tma_oob_probe.CASES)
+    assert "mbarrier.test_wait" in ptx and "mbarrier.try_wait" not in ptx  # polled, never blocked on
