@@ -33,10 +33,12 @@ Layout of this file:
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import dataclasses
 import enum
 import functools
+import heapq
 import math
 import os
 import struct
@@ -330,12 +332,13 @@ class WorkSchedule:
         units begin at row c * unit_stride; the rows after its last are zeros, never walked."""
         ranges, units = [], []
         pad = WorkUnit(0, 0, 0, 0, 0)
+        stride = self.unit_stride  # a max over the CTAs: once, not per CTA
         for c, (cta, starts) in enumerate(zip(self.ctas, self.starts)):
-            base = c * self.unit_stride
+            base = c * stride
             row = tuple(base + s for s in starts) + (base + len(cta),)
             ranges.append(row + (0,) * (RANGE_FIELDS - len(row)))
             units.extend(cta)
-            units.extend([pad] * (self.unit_stride - len(cta)))
+            units.extend([pad] * (stride - len(cta)))
         return ranges, units
 
 
@@ -359,24 +362,22 @@ def round_robin_units(
 
 
 def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us: float, min_kt: int):
-    """Greedy fill of CTAs, in order, with the items (row, phase, K-tiles, us per K-tile)
-    until each CTA's modeled time reaches `budget`. A piece costs its K-tiles, plus
-    unit_us, plus fixup_us where the tile is split (storing or adding the partial sums).
-    A tile is split at most once, into a head that ends a CTA and a tail that starts the
-    next, each of at least min_kt K-tiles. Returns the CTAs' piece lists, or None if more
-    than max_ctas CTAs, or a piece longer than the budget, would be needed."""
+    """Greedy fill of CTAs, in order, with the items (row, phase, K-tiles, us per K-tile,
+    the whole tile's cost) until each CTA's modeled time reaches `budget`. A piece costs
+    its K-tiles, plus unit_us, plus fixup_us where the tile is split (storing or adding the
+    partial sums). A tile is split at most once, into a head that ends a CTA and a tail
+    that starts the next, each of at least min_kt K-tiles. Returns the CTAs' piece lists,
+    or None if more than max_ctas CTAs, or a piece longer than the budget, would be
+    needed. (The bisection calls this some 25 times per schedule: the common case, a whole
+    tile that fits, is the loop's first test.)"""
     ctas, cur, load = [], [], 0.0
-    for row, phase, kts, per_kt in items:
+    for row, phase, kts, per_kt, whole in items:
+        if load + whole <= budget:
+            cur.append((row, phase, 0, kts))
+            load += whole
+            continue
         kt = 0
-        while kt < kts:
-            rest = kts - kt
-            whole = rest * per_kt + unit_us + (fixup_us if kt else 0.0)
-            if load + whole <= budget:
-                cur.append((row, phase, kt, kts))
-                load += whole
-                break
-            if kt:  # a tail that does not fit even a fresh CTA
-                return None
+        while True:
             head = min(int((budget - load - unit_us - fixup_us) // per_kt), kts - min_kt)
             max_tail = int((budget - unit_us - fixup_us) // per_kt)
             if head >= max(min_kt, kts - max_tail):
@@ -388,9 +389,19 @@ def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us
             cur, load = [], 0.0
             if len(ctas) >= max_ctas:
                 return None
+            tail = (kts - kt) * per_kt + unit_us + (fixup_us if kt else 0.0)
+            if tail <= budget:
+                cur.append((row, phase, kt, kts))
+                load = tail
+                break
+            if kt:  # a tail that does not fit even a fresh CTA
+                return None
     if cur:
         ctas.append(cur)
     return ctas
+
+
+STREAM_K_REL_TOL = 1e-7  # stream_k_units' bisection: relative precision of the budget
 
 
 def stream_k_units(
@@ -419,11 +430,22 @@ def stream_k_units(
     """
     phase = phase_of_rows(phase_sizes)
     order = sorted(range(len(rows)), key=lambda i: -phase[i])  # stable: each phase in order
-    items = [(i, phase[i], k_tiles[rows[i][0]], kt_us[phase[i]]) for i in order]
-    total = sum(k * c + unit_us for _, _, k, c in items)
-    lo, hi = total / grid, total + unit_us + fixup_us
+    items = [(i, phase[i], k_tiles[rows[i][0]], kt_us[phase[i]], k_tiles[rows[i][0]] * kt_us[phase[i]] + unit_us)
+             for i in order]
+    total = sum(k * c + unit_us for _, _, k, c, _ in items)
+    # the lowest budget that fits in `grid` CTAs, by bisection; it lies within one piece of
+    # the mean, so the search starts there when that fits (else from the whole), and it
+    # stops once the budget is known to STREAM_K_REL_TOL: the fill changes only where a
+    # piece boundary moves, far coarser than that
+    lo = total / grid
+    hi = lo + max(k * c for _, _, k, c, _ in items) + unit_us + fixup_us
     best = _fill_stream_k(items, hi, grid, unit_us, fixup_us, min_kt)
+    if best is None:
+        hi = total + unit_us + fixup_us
+        best = _fill_stream_k(items, hi, grid, unit_us, fixup_us, min_kt)
     for _ in range(40):
+        if hi - lo <= STREAM_K_REL_TOL * hi:
+            break
         mid = (lo + hi) / 2
         filled = _fill_stream_k(items, mid, grid, unit_us, fixup_us, min_kt)
         if filled is None:
@@ -480,10 +502,12 @@ def balanced_units(
     cost = [k_tiles[g] * kt_us[phase[i]] + unit_us for i, (g, _, _) in enumerate(rows)]
     lpt: list[list[list[int]]] = [[] for _ in range(grid)]  # [row, kt0, kt1, role, slot]
     lpt_load = [0.0] * grid
+    least = [(0.0, c) for c in range(grid)]  # (load, CTA): the least loaded, lowest index first
     for i in sorted(range(len(rows)), key=lambda i: -cost[i]):
-        c = min(range(grid), key=lambda c: (lpt_load[c], c))
+        _, c = heapq.heappop(least)
         lpt[c].append([i, 0, k_tiles[rows[i][0]], UNIT_WHOLE, 0])
         lpt_load[c] += cost[i]
+        heapq.heappush(least, (lpt_load[c], c))
 
     def split_under(target):
         """The LPT pieces with every CTA brought under `target`, or None."""
@@ -491,6 +515,9 @@ def balanced_units(
         load = list(lpt_load)
         takers: set[int] = set()
         givers: set[int] = set()
+        # the CTAs that may take a head, by (load, -index): the last one at most `room` is
+        # the fullest that fits, the lowest index among equals
+        open_ = sorted((load[t], -t) for t in range(grid))
         splits = 0
         for c in sorted(range(grid), key=lambda c: (-load[c], c)):
             if load[c] <= target:
@@ -505,15 +532,19 @@ def balanced_units(
                 if head > tile[2] - min_kt:
                     continue
                 room = target - head * per - unit_us - fixup_us
-                fits = [t for t in range(grid) if t != c and t not in givers and load[t] <= room]
-                if not fits:
+                # c itself never fits (its load is above target > room); givers are out of open_
+                j = bisect.bisect_right(open_, (room, math.inf)) - 1
+                if j < 0:
                     continue
-                t = max(fits, key=lambda t: (load[t], -t))
+                t = -open_.pop(j)[1]
+                if c not in givers:
+                    del open_[bisect.bisect_left(open_, (load[c], -c))]
                 tile[1], tile[3], tile[4] = head, UNIT_FIXUP, splits
                 pieces[t].append([tile[0], 0, head, UNIT_PARTIAL, splits])
                 splits += 1
                 load[c] += fixup_us - head * per
                 load[t] += head * per + unit_us + fixup_us
+                bisect.insort(open_, (load[t], -t))
                 givers.add(c)
                 takers.add(t)
             if load[c] > target:
@@ -4078,7 +4109,16 @@ def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, ...], float, float]:
 def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> WorkSchedule:
     """The Hopper kernel's per-CTA work units: the phases of split_tiles_by_width, whole
     tiles in round robin, or split: a one-wave problem at a SM90_BALANCED_TILE_N width by
-    balanced_units, anything else into stream-K pieces of equal modeled time."""
+    balanced_units, anything else into stream-K pieces of equal modeled time.
+
+    Memoized (a WorkSchedule is immutable): the chooser models every candidate's schedule
+    of a new problem, and the runner then builds the chosen one; a split schedule takes
+    milliseconds of Python, which a call with new sizes would otherwise pay twice."""
+    return _sm90_work_schedule(tuple(map(tuple, sizes)), cfg, num_sms)
+
+
+@functools.lru_cache(maxsize=32)  # a few problems' candidates (about 6 each)
+def _sm90_work_schedule(sizes: tuple, cfg: Sm90Config, num_sms: int) -> WorkSchedule:
     rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     rows, phase_sizes = split_tiles_by_width(rows, sizes, cfg.widths)
     k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
