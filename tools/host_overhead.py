@@ -5,11 +5,16 @@ On a GPU this times the real path (no synchronization inside the timed loop, so 
 figure is the host's work plus the launch call). Without a GPU the kernel launch is
 stubbed out, which measures the wrapper alone.
 
-    python tools/host_overhead.py [--calls 2000] [--json out.json]
+    python tools/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes]
+
+--new-sizes adds the host time of calls whose problem sizes were never seen (a
+mixture-of-experts layer whose M per expert changes every call): validation, the config
+choice (which models every candidate's schedule), the schedule, descriptors and launch.
 """
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -27,19 +32,13 @@ from tests.cases import task_cases  # noqa: E402
 
 
 def install_stub() -> None:
-    """A backend whose compile and launches do nothing: the wrapper's cost alone."""
+    """The Hopper backend with a compile and launches that do nothing: the wrapper's cost
+    alone, its config choice and schedules included."""
 
-    def compile_stub(config):
+    def compile_stub(config, *_older):  # files before 81d5139 also pass the group count
         return submission.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
-    backend = submission.KernelBackend(
-        name="stub",
-        choose_config=lambda sizes, num_sms: "stub",
-        can_implement=lambda cfg, sizes: (True, ""),
-        tile_shape=lambda cfg: (128, 128),
-        compile=compile_stub,
-        num_desc=5,
-    )
+    backend = submission.dataclasses.replace(submission.sm90_backend(), name="stub", compile=compile_stub)
     submission._BACKENDS["stub"] = lambda: backend
     submission._device_paths[torch.device("cpu")] = "stub"
     submission.get_runner = lambda device, path: submission._runners.setdefault(
@@ -122,6 +121,23 @@ def new_pointers_us(data, sets: int = 12) -> float:
     return statistics.median(samples)
 
 
+def new_sizes_us(calls: int = 40, seed: int = 0) -> float:
+    """Median host time of calls whose sizes were never seen: G = 8, M random in 16..256,
+    N = 4096, K = 512 (K sets the modeled costs, not the host work), inputs made first."""
+    rng = random.Random(seed)
+    sets = [reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[4096] * 8, k=[512] * 8,
+                                     g=8, seed=seed + i) for i in range(calls)]
+    submission.custom_kernel(sets[0])  # compile and first-call set-up outside the figure
+    samples = []
+    for data in sets[1:]:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        submission.custom_kernel(data)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
+
+
 def breakdown(data, calls: int) -> dict:
     """Median CPU time of the fast path's pieces: building the call key, the cache lookup,
     and the bound kernel launch alone (GPU drained between samples)."""
@@ -154,6 +170,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--json")
     parser.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
+    parser.add_argument("--new-sizes", action="store_true", help="also time calls with sizes never seen")
     args = parser.parse_args()
     stubbed = not torch.cuda.is_available()
     if stubbed:
@@ -174,6 +191,10 @@ def main() -> int:
             print("   pieces (median us):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
         print(f"{r['case']:<32} host us per call: back to back {r['back_to_back_us']:.2f}, isolated {r['isolated_us']:.2f}, "
               f"first call on new pointers {r['new_pointers_us']:.1f}{extra}")
+    if args.new_sizes:
+        us = new_sizes_us()
+        results.append({"case": "G=8 new sizes every call", "new_sizes_us": us})
+        print(f"{'G=8 new sizes every call':<32} host us per call: {us:.0f} (median of 39)")
     if not stubbed:
         floor = launch_floor_us(args.calls)
         results.append({"case": "launch floor (torch.cuda._sleep)", "back_to_back_us": floor})
