@@ -4044,23 +4044,21 @@ SM90_KTILE_US = {
     (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
-# 96-row token tiles at tile_n 192 (all three WGs decode): estimated, not measured. One
-# tile per CTA, the fifth session's full-width K-tiles took 2.7-3.05 ns per SASS
-# instruction of their K-loops (1.028 us / ~379 at tile_n 128, 1.287 / 422 at 192 with
-# three warps per sub-partition, 1.572 / ~566 at 256), and cutting instructions alone has
-# cut time (the ninth session: 0.847 / 339 and 1.440 / 504, same decode). This K-loop has
-# 277, so about 0.85 us, 0.88 in this table's units (its (192, 128) is 1.04 x the one-tile
-# figure); the narrow widths scale it as tile_n 128's measured 96 / 64 / 32 do. (Per
-# decoded value it would be 1.16 us: it decodes as many values per MAC as tile_n 128.)
-SM90_KTILE_US_96_TOKENS = {(192, 96): 0.88, (192, 64): 0.78, (192, 32): 0.55}
+# 96-row token tiles at tile_n 192 (all three WGs decode), measured one tile per CTA
+# (tools/sm90_ktile_cost.py, thirteenth session): 0.967 / 0.840 / 0.752 us per K-tile at
+# 96 / 64 / 32 tokens, in this table's units x 1.058 (its (192, 128) entry against that
+# session's one-tile 1.267 us). Per MAC that is tile_n 128's rate (0.837 us per 128 x 128
+# K-tile then): it decodes as many values per MAC, 1/96 + 1/192 = 2/128, though its K-loop
+# has 277 SASS instructions per warp against 338.
+SM90_KTILE_US_96_TOKENS = {(192, 96): 1.02, (192, 64): 0.89, (192, 32): 0.80}
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # Widths the chooser offers. tile_n 192 (three consumer WGs) measured slower on all four
 # shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 stream-K,
 # against the chosen 111.5 / 74.0 / 33.5 / 16.9): its K-tile costs 0.86 us per 128 weight
 # rows, between 128's 1.03 and 256's 0.78, and the model cannot tell it apart reliably.
-# (tile_n 192 at 96 tokens, where all three WGs decode tokens and the K-loop is 277 SASS
-# instructions against 386, is not offered until it is measured: it decodes as many values
-# per MAC as tile_n 128, 1/96 + 1/192 = 2/128.)
+# tile_n 192 at 96 tokens (all three WGs decode tokens) measured slower on all four
+# shapes too: whole 150.7 / 77.7 / 34.8 / 17.4 us, stream-K 131.6 / 69.9 / 32.8 / 17.9,
+# against the chosen 109.1 / 69.3 / 29.4 / 15.3 (thirteenth session, two rounds alike).
 SM90_TILE_N_CHOICES = (128, 256)
 # Narrow phases the chooser offers, the preferred first (it wins a model tie). (96, 64)
 # ran shape 0 at 116.9 against 124.9 us kernel with (64,) (tile_n 256 stream-K), and it is
