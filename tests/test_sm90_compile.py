@@ -136,36 +136,34 @@ def test_host_functions_and_legality():
     assert S.choose_sm90_config([(128, 4096, 1536, 1), (384, 4096, 1536, 1)], 132) == S.make_sm90_config(128, narrow=preferred)
 
 
+def _probe_ptx(tmp_path, code: str) -> str:
+    """The PTX of a probe in tools/ compiled for sm_90a by `code` (its own process: the DSL
+    reads CUTE_DSL_* when it is first imported)."""
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'tools')\n" + code],
+                   check=True, env=env, cwd=ROOT, timeout=600)
+    return "".join(Path(p).read_text() for p in glob.glob(str(tmp_path / "*.ptx")))
+
+
 def test_tma_probe_compiles_with_six_timed_loads(tmp_path):
     """tools/tma_probe.py (an H200 measurement) builds on the kernel's own TMA and fence
     helpers: it must still compile for sm_90a, with its six loads, each waited for."""
-    code = (
-        "import sys; sys.path.insert(0, 'tools')\n"
+    ptx = _probe_ptx(tmp_path, (
         "import tma_probe as T, submission as S, cutlass.cute as cute\n"
         "cute.compile(T.build_probe(S), S.fake_ptr(S.cutlass.Int64, 128), S.fake_ptr(S.cutlass.Int32),"
         " S.make_fake_stream())\n"
-    )
-    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
-    ptx = "".join(Path(p).read_text() for p in glob.glob(str(tmp_path / "*.ptx")))
+    ))
     assert ptx.count("cp.async.bulk.tensor.2d") == 6
     assert ptx.count("mbarrier.try_wait.parity") == 6
     assert ptx.count("fence.proxy.tensormap::generic.acquire") == 1
 
 
 def test_tma_oob_probe_compiles_with_a_bounded_poll_per_case(tmp_path):
-    """tools/tma_oob_probe.py (prepared for the H200: does a wholly out-of-bounds TMA box
+    """tools/tma_oob_probe.py (an H200 measurement: does a wholly out-of-bounds TMA box
     credit its full bytes?) must compile for sm_90a: one load per case, each followed by a
     bounded poll of the barrier (a test_wait, not a blocking wait), so that a short credit
     shows as "not complete" instead of a hang."""
-    code = (
-        "import sys; sys.path.insert(0, 'tools')\n"
-        "import tma_oob_probe as T, submission as S\n"
-        "T.compile_probe(S)\n"
-    )
-    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
-    ptx = "".join(Path(p).read_text() for p in glob.glob(str(tmp_path / "*.ptx")))
+    ptx = _probe_ptx(tmp_path, "import tma_oob_probe as T, submission as S\nT.compile_probe(S)\n")
     sys.path.insert(0, str(ROOT / "tools"))
     import tma_oob_probe
 

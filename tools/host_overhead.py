@@ -110,9 +110,14 @@ def new_pointers_us(data, sets: int = 12) -> float:
         return ([tuple(t.clone() for t in g) for g in data[0]], data[1],
                 [tuple(t.clone() for t in g) for g in data[2]], data[3])
 
-    copies = [fresh() for _ in range(sets)]
+    return first_calls_us([fresh() for _ in range(sets)])
+
+
+def first_calls_us(inputs) -> float:
+    """Median host time of one call on each input, the GPU drained before each (outside the
+    timed region)."""
     samples = []
-    for d in copies:
+    for d in inputs:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -128,14 +133,7 @@ def new_sizes_us(calls: int = 40, seed: int = 0) -> float:
     sets = [reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[4096] * 8, k=[512] * 8,
                                      g=8, seed=seed + i) for i in range(calls)]
     submission.custom_kernel(sets[0])  # compile and first-call set-up outside the figure
-    samples = []
-    for data in sets[1:]:
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        submission.custom_kernel(data)
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(samples)
+    return first_calls_us(sets[1:])
 
 
 def breakdown(data, calls: int) -> dict:
