@@ -3542,7 +3542,8 @@ class Sm90Fp4GroupedGemm:
             # multiply TMA's zero-filled rows into outputs that are never stored.
             sfa_src = mPtrs[2, g] + Int64((row_a // 128) * rest_k) * SF_ATOM_BYTES
             if cutlass.const_expr(self.cfg.sfa_blocks > 1):
-                # a 96-row token tile's two atoms (sm90_token_scale_atom)
+                # a 96-row token tile's two atoms (sm90_token_scale_atom); 128-row tiles
+                # keep their one copy as measured (the clamp would change their PTX)
                 m = mSizes[0, g]
                 sfa_src = [
                     mPtrs[2, g] + Int64(sm90_token_scale_atom(row_a, b, m) * rest_k) * SF_ATOM_BYTES
