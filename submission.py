@@ -4112,21 +4112,26 @@ def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms:
 
     Memoized (a WorkSchedule is immutable): the chooser models every candidate's schedule
     of a new problem, and the runner then builds the chosen one; a split schedule takes
-    milliseconds of Python, which a call with new sizes would otherwise pay twice."""
-    return _sm90_work_schedule(tuple(map(tuple, sizes)), cfg, num_sms)
+    milliseconds of Python, which a call with new sizes would otherwise pay twice. The
+    cost constants in use are part of the key, so a change to them is seen."""
+    balance = None
+    if cfg.stream_k and cfg.tile_n in SM90_BALANCED_TILE_N:
+        balance = (tuple(SM90_BALANCE_KTILE_US[w] for w in cfg.widths), SM90_BALANCE_UNIT_US,
+                   SM90_BALANCE_FIXUP_US)
+    return _sm90_work_schedule(tuple(map(tuple, sizes)), cfg, num_sms, sm90_cost_model(cfg), balance)
 
 
 @functools.lru_cache(maxsize=32)  # a few problems' candidates (about 6 each)
-def _sm90_work_schedule(sizes: tuple, cfg: Sm90Config, num_sms: int) -> WorkSchedule:
+def _sm90_work_schedule(sizes: tuple, cfg: Sm90Config, num_sms: int, costs: tuple, balance) -> WorkSchedule:
     rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     rows, phase_sizes = split_tiles_by_width(rows, sizes, cfg.widths)
     k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
     if not cfg.stream_k:
         return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
-    if cfg.tile_n in SM90_BALANCED_TILE_N and len(rows) <= num_sms:
-        return balanced_units(rows, phase_sizes, k_tiles, num_sms, [SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
-                              SM90_BALANCE_UNIT_US, SM90_BALANCE_FIXUP_US)
-    return stream_k_units(rows, phase_sizes, k_tiles, num_sms, *sm90_cost_model(cfg))
+    if balance is not None and len(rows) <= num_sms:
+        kt_us, unit_us, fixup_us = balance
+        return balanced_units(rows, phase_sizes, k_tiles, num_sms, list(kt_us), unit_us, fixup_us)
+    return stream_k_units(rows, phase_sizes, k_tiles, num_sms, *costs)
 
 
 def sm90_partial_floats(cfg: Sm90Config) -> int:

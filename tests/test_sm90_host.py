@@ -495,3 +495,22 @@ def test_token_scales_of_a_tile_come_from_the_rows_atoms(tile_m):
                 assert srow < 128 * cfg.sfa_blocks
                 r = row_a + trow
                 assert copied[srow // 128] == r // 128 and srow % 128 == r % 128, (m, tm, trow)
+
+
+def test_work_schedules_are_memoized_but_follow_the_cost_constants(monkeypatch):
+    """sm90_work_schedule returns the same schedule object for the same problem, config and
+    SMs (the chooser's candidate is reused by the runner), and a new one when a cost
+    constant it uses changes (an in-process A/B of the constants is not served stale)."""
+    sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
+    cfg = S.make_sm90_config(256, stream_k=True)
+    first = S.sm90_work_schedule(sizes, cfg, 132)
+    assert S.sm90_work_schedule(tuple(sizes), cfg, 132) is first
+    assert S.sm90_work_schedule(sizes, cfg, 131) is not first
+    monkeypatch.setitem(S.SM90_KTILE_US, (256, 64), S.SM90_KTILE_US[(256, 64)] * 3)
+    changed = S.sm90_work_schedule(sizes, cfg, 132)
+    assert changed is not first and changed != first
+    one_wave = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]
+    cfg128 = S.make_sm90_config(128, stream_k=True)
+    balanced = S.sm90_work_schedule(one_wave, cfg128, 132)
+    monkeypatch.setattr(S, "SM90_BALANCE_FIXUP_US", 5.0)
+    assert S.sm90_work_schedule(one_wave, cfg128, 132) != balanced
