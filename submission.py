@@ -154,8 +154,8 @@ def _blocked_scale_strides(rows: int, k: int) -> tuple[int, ...]:
 
 
 def _check_sizes(g: int, size: Sequence[int]) -> tuple[int, int, int, int]:
-    if len(size) != 4:
-        _fail(g, "problem_sizes", f"expected (M, N, K, L), got {tuple(size)!r}")
+    if not isinstance(size, (tuple, list)) or len(size) != 4:
+        _fail(g, "problem_sizes", f"expected (M, N, K, L), got {tuple(size) if isinstance(size, (tuple, list)) else size!r}")
     m, n, k, l = (int(v) for v in size)
     if l != 1:
         _fail(g, "problem_sizes", f"L = {l}; only L == 1 is supported")
@@ -186,6 +186,10 @@ def validate_inputs(data) -> GroupedProblem:
     if not isinstance(data, (tuple, list)) or len(data) != 4:
         raise ValueError("data must be (abc_tensors, sfasfb_tensors, sfasfb_reordered, sizes)")
     abc_tensors, _, sf_reordered, problem_sizes = data
+    for name, part in (("abc_tensors", abc_tensors), ("sfasfb_reordered", sf_reordered),
+                       ("problem_sizes", problem_sizes)):
+        if not isinstance(part, (tuple, list)):
+            raise ValueError(f"{name} must be a list with one entry per group, got {type(part).__name__}")
     num_groups = len(problem_sizes)
     if num_groups == 0:
         raise ValueError("empty group list: problem_sizes has no groups")
@@ -194,14 +198,15 @@ def validate_inputs(data) -> GroupedProblem:
             f"{num_groups} problem sizes but {len(abc_tensors)} (a, b, c) tuples and "
             f"{len(sf_reordered)} reordered scale tuples"
         )
-    device = abc_tensors[0][0].device if isinstance(abc_tensors[0][0], torch.Tensor) else None
+    first = abc_tensors[0][0] if isinstance(abc_tensors[0], (tuple, list)) and abc_tensors[0] else None
+    device = first.device if isinstance(first, torch.Tensor) else None
     sizes = []
     layout_issue = c_misaligned = ""
     for g in range(num_groups):
         m, n, k, l = _check_sizes(g, problem_sizes[g])
-        if len(abc_tensors[g]) != 3:
+        if not isinstance(abc_tensors[g], (tuple, list)) or len(abc_tensors[g]) != 3:
             _fail(g, "abc_tensors", "expected an (a, b, c) tuple")
-        if len(sf_reordered[g]) != 2:
+        if not isinstance(sf_reordered[g], (tuple, list)) or len(sf_reordered[g]) != 2:
             _fail(g, "sfasfb_reordered", "expected an (sfa, sfb) tuple")
         a, b, c = abc_tensors[g]
         sfa, sfb = sf_reordered[g]
@@ -950,6 +955,8 @@ class GroupedGemmRunner:
       schedules: (sizes, config) -> TileSchedule
       pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
       calls:     ids of the call's tensors and its sizes -> CallEntry
+      layouts:   address, dtype, shape and strides of the call's tensors, and its sizes ->
+                 the pointers key (new tensor objects over an earlier call's memory)
       checked:   (config, sizes) whose first launch passed the self-check
     No cache holds anything derived from input values, nor a reference that keeps an
     input alive.
@@ -987,6 +994,7 @@ class GroupedGemmRunner:
         self.schedules = LruCache(maxsize)
         self.pointers = LruCache(maxsize)
         self.calls = CallCache(maxsize)
+        self.layouts = LruCache(maxsize)
         self.checked = LruCache(maxsize)
         self.rejected: dict = {}  # config -> why its self-check failed
 
@@ -1010,7 +1018,7 @@ class GroupedGemmRunner:
         except TypeError:  # sizes given as lists
             return None
         if entry is None:
-            return None
+            return self.run_same_layout(data)
         if self._other_device_current():
             with torch.cuda.device(self.device_index):
                 return self.run_cached(data)
@@ -1018,6 +1026,42 @@ class GroupedGemmRunner:
             self.graph_tables[id(entry.table)] = entry.table
         entry.table.launch()
         return list(entry.outputs)
+
+    @staticmethod
+    def layout_key(data) -> tuple | None:
+        """Address, dtype, shape and strides of every tensor the kernel touches, then the
+        sizes; None where data is not made of tensors with storage (validation then says
+        what is wrong)."""
+        try:
+            abc, _, sfr, sizes = data
+            key = (*((t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)), *sizes)
+            hash(key)
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            return None
+        return key
+
+    def run_same_layout(self, data):
+        """The launch for new tensor objects over the memory of an earlier call, or None:
+        what a framework passes when it rebuilds its argument lists, or when the caching
+        allocator hands the same blocks back. Address, dtype, shape and strides equal to a
+        call that was validated (and self-checked) decide everything validation and the
+        descriptors depend on; CUDA addresses are unique across a process's devices. An
+        entry names the pointer table's key, not the table, so the pointers LRU alone bounds
+        the descriptors and split-K scratch kept; no tensor is referenced, and a stale entry
+        is harmless: other tensors at those addresses with that layout are addressed by the
+        same descriptors."""
+        key = self.layout_key(data)
+        table_key = None if key is None else self.layouts.get(key)
+        table = None if table_key is None else self.pointers.get(table_key)
+        if table is None:
+            return None
+        if self._other_device_current():
+            with torch.cuda.device(self.device_index):
+                return self.run_same_layout(data)
+        if self.capturing():
+            self.graph_tables[id(table)] = table
+        table.launch()
+        return [abc[2] for abc in data[0]]
 
     def _other_device_current(self) -> bool:
         """Whether the current CUDA device is not the runner's: the kernel's module and the
@@ -1088,6 +1132,9 @@ class GroupedGemmRunner:
         key = self.call_key(data)
         if key is not None:
             self._remember_call(key, data, table)
+        layout = self.layout_key(data)
+        if layout is not None:
+            self.layouts.put(layout, (config, sizes, ptrs))
         return outputs
 
     def host_schedule(self, sizes, config) -> HostSchedule:

@@ -125,12 +125,49 @@ def test_new_values_in_same_tensors_give_new_results(stub):
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
 
 
-def test_new_tensor_objects_same_pointers_reuse_descriptors(stub):
+def test_new_tensor_objects_same_pointers_reuse_descriptors(stub, monkeypatch):
+    """New tensor objects over an earlier call's memory, same layout: launched from the
+    layouts cache without validation; with sizes as lists (no hashable key) through the
+    validated slow path, which reuses the pointer table. Either way no new descriptors, and
+    the call returns its own c tensors."""
     data = stub.register(_data(5))
     submission.custom_kernel(data)
+    slow = []
+    run = stub.runner.run
+    monkeypatch.setattr(stub.runner, "run", lambda *a: slow.append(1) or run(*a))
     views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], list(data[3]))
-    submission.custom_kernel(views)
-    assert stub.inits == 1 and stub.runner.pointers.hits >= 1 and stub.launches == 2
+    out = submission.custom_kernel(views)
+    assert all(o is abc[2] for o, abc in zip(out, views[0]))
+    assert not slow and stub.runner.layouts.hits == 1
+    as_lists = (views[0], views[1], views[2], [list(s) for s in data[3]])
+    submission.custom_kernel(as_lists)
+    assert slow and stub.runner.pointers.hits >= 1
+    assert stub.inits == 1 and stub.launches == 3
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_a_view_with_another_layout_at_the_same_address_is_validated(stub):
+    """The layouts cache keys on dtype, shape and strides too: a tensor at an earlier call's
+    address with other strides, or another dtype, is not taken for it. Validation sees the
+    strided view (the exact path takes it, with the layout warning) and rejects C
+    reinterpreted as bfloat16 with an error naming the group and field."""
+    data = stub.register(_data(12))
+    submission.custom_kernel(data)
+    a, b, c = data[0][0]
+    wide = torch.zeros((a.shape[0], a.shape[1] * 2, 1), dtype=a.dtype)[:, : a.shape[1]]
+    wide.copy_(a)
+    strided = ([(wide, b, c), *data[0][1:]], data[1], data[2], data[3])
+    assert submission.GroupedGemmRunner.layout_key(strided) != submission.GroupedGemmRunner.layout_key(data)
+    submission._warned.clear()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = submission.custom_kernel(strided)
+    assert stub.runner.layouts.hits == 0
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+    recast = ([(a, b, c.view(torch.bfloat16)), *data[0][1:]], data[1], data[2], data[3])
+    with pytest.raises(ValueError, match="group 0: field 'c': dtype"):
+        submission.custom_kernel(recast)
+    assert stub.runner.layouts.hits == 0
 
 
 def test_changed_pointers_build_new_descriptors(stub):
@@ -560,6 +597,21 @@ def test_a_table_launched_under_graph_capture_outlives_the_caches_and_the_tensor
     assert all(t.tensormaps is not descriptors() for t in runner.pointers._data.values())
 
 
+def test_a_table_launched_by_layout_under_capture_is_kept(stub, monkeypatch):
+    """New tensor objects over a warm call's memory, captured: the layouts path launches
+    the table, and keeps it for the graph like the other paths."""
+    capturing = [False]
+    runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
+    data = stub.register(_data(26, m=(64,), n=(128,), k=(256,)))
+    submission.custom_kernel(data)
+    capturing[0] = True
+    views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
+    out = submission.custom_kernel(views)
+    capturing[0] = False
+    assert runner.layouts.hits == 1 and stub.launches == 2 and len(runner.graph_tables) == 1
+    assert torch.equal(out[0], _expected(data)[0])
+
+
 def test_a_warm_table_is_kept_when_the_slow_path_launches_it_under_capture(stub, monkeypatch):
     capturing = [False]
     runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
@@ -592,6 +644,7 @@ def test_a_self_check_due_under_capture_falls_back(stub, monkeypatch):
     submission.custom_kernel(data)
     runner.checked.clear()  # e.g. evicted from its LRU
     runner.calls.clear()
+    runner.layouts.clear()
     capturing[0] = True
     submission._warned.clear()
     with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
@@ -668,8 +721,10 @@ def test_a_schedule_and_table_made_on_one_stream_are_waited_for_on_another(stub,
     submission.custom_kernel(first)  # stream 1 builds schedule0 and table0
     raw[0] = 2
     submission.custom_kernel(second)  # stream 2: same sizes, new pointers
-    views = ([tuple(t[:] for t in g) for g in first[0]], first[1], [tuple(t[:] for t in g) for g in first[2]], first[3])
-    submission.custom_kernel(views)  # stream 2: table0 through the slow path
+    # stream 2: table0 through the slow path (sizes as lists: no call or layout key)
+    views = ([tuple(t[:] for t in g) for g in first[0]], first[1], [tuple(t[:] for t in g) for g in first[2]],
+             [list(s) for s in first[3]])
+    submission.custom_kernel(views)
     assert log == [("schedule0", 1), ("init",), ("table0", 1),
                    ("schedule0", 2), ("init",), ("table1", 2),
                    ("schedule0", 2), ("table0", 2)]
@@ -761,3 +816,13 @@ def test_stream_is_capturing_answers_the_default_stream_without_asking_the_drive
     assert submission.stream_is_capturing(0) is False and not asked
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
     assert submission.stream_is_capturing(0) is True and asked == [1]
+
+
+@pytest.mark.parametrize("bad", ["not data", (1, 2, 3, 4), ([(1, 2, 3)], [], [(4, 5)], [(64, 128, 256, 1)]),
+                                 ([1], [], [(4, 5)], [(64, 128, 256, 1)]), ([(1, 2, 3)], [], [(4, 5)], [7])])
+def test_a_malformed_call_after_a_kernel_call_gets_the_validation_error(stub, bad):
+    """The fast paths' keys never raise on malformed data: validation reports it."""
+    submission.custom_kernel(stub.register(_data(27)))
+    assert submission.GroupedGemmRunner.layout_key(bad) is None
+    with pytest.raises(ValueError):
+        submission.custom_kernel(bad)
