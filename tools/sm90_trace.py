@@ -262,7 +262,41 @@ def timeline_table(rec: dict) -> str:
     for name, v in points.items():
         if v:
             lines.append(f"  {name:22s} min {min(v):7.2f}  median {statistics.median(v):7.2f}  max {max(v):7.2f} us")
+    lines += transition_lines(t, ctas, groups)
     return "\n".join(lines)
+
+
+# A tile after a CTA's first: from the previous tile's last K-tile start to this tile's first
+# wgmma, as (slot of the previous tile's last K-tile or of this tile's first, event) pairs
+TRANSITION = (("prev last K-tile start", -1, 0), ("prev wait_group(0)", -1, 21), ("prev epilogue done", -1, 22),
+              ("tile start", 0, 23), ("first stage landed", 0, TILE_DATA_EVENT), ("K-tile 0 tokens ready", 0, None),
+              ("first wgmma issued", 0, 2))
+
+
+def transition_lines(t, ctas, groups: int) -> list[str]:
+    """Median ns between the consecutive points of TRANSITION over every tile that is not
+    its CTA's first (where the K-loop stops for an epilogue and a new tile's first tokens):
+    the per-unit cost that the cost model's SM90_TILE_US stands for."""
+    steps = [[] for _ in TRANSITION[1:]]
+    whole = []
+    for c in ctas:
+        kts = [k for k in range(TRACE_MAXK - 1) if t[c, 0, k, 0] != 0]
+        for k0 in kts[1:]:
+            if t[c, 0, k0, 23] == 0 or k0 - 1 not in kts or t[c, 0, k0 - 1, 22] == 0:
+                continue
+            stamps = [int(t[c, 0, k0 + d, 2 * groups + 1 if e is None else e]) for _, d, e in TRANSITION]
+            if 0 in stamps:
+                continue
+            for i in range(1, len(stamps)):
+                steps[i - 1].append((stamps[i] - stamps[i - 1]) & 0xFFFFFFFF)
+            whole.append((stamps[-1] - stamps[0]) & 0xFFFFFFFF)
+    if not whole:
+        return []
+    out = [f"  tile transitions ({len(whole)} tiles after a CTA's first), median ns:"]
+    for (name, _, _), v in zip(TRANSITION[1:], steps):
+        out.append(f"    -> {name:24s} {statistics.median(v):7.0f}")
+    out.append(f"    last K-tile start -> first wgmma {statistics.median(whole):7.0f} (min {min(whole)}, max {max(whole)})")
+    return out
 
 
 CASES = {
@@ -282,6 +316,12 @@ TIMELINE_CASES = {
                                             dict(tile_n=256, narrow=(64,))),
     "benchmark 2, tile_n 128": (dict(m=(192, 320), n=(3072, 3072), k=(4096, 4096), g=2, seed=1), dict(tile_n=128, narrow=(64,))),
     "one tile, tile_n 128, K 512": (dict(m=(128,), n=(132 * 128,), k=(512,), g=1, seed=3), dict(tile_n=128, narrow=(64,))),
+    "benchmark 1, tile_n 256 whole tiles": (dict(m=(40, 76, 168, 72, 164, 148, 196, 160), n=(7168,) * 8, k=(2048,) * 8,
+                                                 g=8, seed=1), dict(tile_n=256, narrow=(96, 64))),
+    "three tiles per CTA, tile_n 256": (dict(m=(128,), n=(3 * 132 * 256,), k=(2048,), g=1, seed=3),
+                                        dict(tile_n=256, narrow=(64,))),
+    "three tiles per CTA, tile_n 128": (dict(m=(128,), n=(3 * 132 * 128,), k=(2048,), g=1, seed=3),
+                                        dict(tile_n=128, narrow=(64,))),
 }
 
 
