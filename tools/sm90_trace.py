@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TRACE_MAXK = 64  # K-tiles recorded per warp (by the consumer's token-ring count)
-TRACE_EV = 25  # slots per K-tile: 2 x groups + 5 K-tile points, 21-24 tile points
+TRACE_EV = 30  # slots per K-tile: 2 x groups + 5 K-tile points, 21-24 tile points, 25-29 epilogue points
 TRACE_CTAS = 8
 TIMELINE_CTAS = 132
 TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
@@ -48,6 +48,11 @@ TILE_EVENTS = {21: "wait_group(0)", 22: "epilogue done", 23: "tile start"}
 CTA_EVENTS = {0: "kernel entry", 3: "barriers ready", 4: "schedule read", 5: "producer unit read",
               1: "first TMA issue", 6: "first stage issued", 2: "CTA end"}
 TILE_DATA_EVENT = 24  # a tile's first stage has landed (consumer, after its wait)
+# store_tile's points (timeline only), in the tile's last K-tile slot: after its first
+# wait for earlier stores' reads, after the barrier, after each block's epilogue, after its
+# final wait for block 0's read (ring staging)
+EPILOGUE_EVENTS = {25: "boxes free", 26: "barrier", 27: "block 0 staged+stored", 28: "block 1 staged+stored",
+                   29: "block 0 read"}
 
 
 def _helpers(ctas: int, clock: str) -> str:
@@ -165,6 +170,21 @@ def traced_source(src: str, timeline: bool = False) -> str:
     head = _insert_after(head, r"^\s+cute\.nvgpu\.warpgroup\.wait_group\(0\)$", "trace_ev(tr, tok_r.count - 1, 21)")
     head = _replace(head, "        return ahead, tok_w, tok_r\n",
                     "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
+    if timeline:
+        head = _replace(head, "                   tok_w, fixup=None):\n", "                   tok_w, fixup=None, tr=None):\n")
+        head = _replace(head, "rows,\n                                tok_w, (split, mUnits[7, u]))",
+                        "rows,\n                                tok_w, (split, mUnits[7, u]), tr)")
+        for _ in range(2):  # the whole-tile call with and without stream-K
+            head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, None, tr)\n")
+        head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_w.count - 1, 25)")
+        head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self\.cfg\.consumer_threads\)$",
+                             "trace_ev(tr, tok_w.count - 1, 26)")
+        head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=1 \+ tidx // 128, number_of_threads=128\)$",
+                             "trace_ev(tr, tok_w.count - 1, 26)")
+        head = _replace(head, "None if base is None else base + b * self.partial_block_bytes)\n",
+                        "None if base is None else base + b * self.partial_block_bytes)\n"
+                        "            trace_ev(tr, tok_w.count - 1, 27 + b)\n")
+        head = _insert_after(head, r"^            bulk_wait_read\(lead, pending=1\)$", "trace_ev(tr, tok_w.count - 1, 29)")
     tail = _replace(tail, "flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)",
                     "flags = device_ptr(TRACE_BUF, cutlass.Int32)")
     return head + sep + body + sep2 + tail
@@ -292,7 +312,19 @@ def transition_lines(t, ctas, groups: int) -> list[str]:
             whole.append((stamps[-1] - stamps[0]) & 0xFFFFFFFF)
     if not whole:
         return []
+    epi = {e: [] for e in EPILOGUE_EVENTS}
+    for c in ctas:
+        for k in range(TRACE_MAXK - 1):
+            if t[c, 0, k, 21] != 0 and t[c, 0, k, 22] != 0:
+                prev = int(t[c, 0, k, 21])
+                for e in EPILOGUE_EVENTS:
+                    if t[c, 0, k, e] != 0:
+                        epi[e].append((int(t[c, 0, k, e]) - prev) & 0xFFFFFFFF)
+                        prev = int(t[c, 0, k, e])
     out = [f"  tile transitions ({len(whole)} tiles after a CTA's first), median ns:"]
+    if any(epi.values()):
+        out.append("    epilogue, each point after the one before (from wait_group(0)), all tiles:")
+        out += [f"      -> {EPILOGUE_EVENTS[e]:24s} {statistics.median(v):7.0f}" for e, v in epi.items() if v]
     for (name, _, _), v in zip(TRANSITION[1:], steps):
         out.append(f"    -> {name:24s} {statistics.median(v):7.0f}")
     out.append(f"    last K-tile start -> first wgmma {statistics.median(whole):7.0f} (min {min(whole)}, max {max(whole)})")
