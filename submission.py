@@ -3124,9 +3124,8 @@ def tma_store_2d(desc: Int64, c0: Int32, c1: Int32, smem_src: Int32, pred: Int32
                  *, loc=None, ip=None) -> None:
     """One thread's TMA store of a staged box, committed as its own bulk group (predicate
     inside the asm, as in tma_load_2d). With `acquire` (static) the descriptor is acquired
-    first: it was written through the generic proxy by the init kernel. The acquire waits
-    for this thread's bulk stores in flight (measured: a tile's second store paid ~0.45 us
-    for it at tile_n 256), so a tile acquires before its first store only."""
+    first: it was written through the generic proxy by the init kernel; a later store
+    through the same descriptor by the same thread is ordered after that acquire."""
     fence = "@p fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\n" if acquire else ""
     _asm_effect(
         [_v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip), _v(Int32(c1), loc, ip),
@@ -3647,26 +3646,10 @@ class Sm90Fp4GroupedGemm:
                 mma = self._tiled_mma(rows)
                 sT_p = cute.local_tile(sT, (rows, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0))
             operands = self.mma_operands(mma, sT_p, tidx, rows)
-            # a unit's first-K-tile weights, carried from the unit before it in the phase
-            # (carry_first_k_tile) or loaded by its own prologue
-            wm, sc = self.no_weights()
-            if cutlass.const_expr(self.carry_first_k_tile):
-                # the phase's first K-tile, before its first unit; each unit's last K-tile
-                # prepares the next unit's first (consume_tile)
-                if span[p] < span[p + 1]:
-                    ahead, tok_w, tok_r = states
-                    ahead, tok_w, wm, sc = self.first_k_tile(
-                        storage, ab_pipeline, tok_pipeline, ahead, tok_w,
-                        self.token_share(tidx, rows, 0), self.weight_share(tidx, 0))
-                    states = (ahead, tok_w, tok_r)
             for u in cutlass.range(span[p], span[p + 1], unroll=1):
-                last = True  # static: every unit prepares its own first K-tile
-                if cutlass.const_expr(self.carry_first_k_tile):
-                    last = u + 1 == span[p + 1]
-                states, wm, sc = self.consume_tile(
-                    u, rows, last, tidx, mma, *operands, storage, ab_pipeline, tok_pipeline,
-                    states, wm, sc, mSizes, mPtrs, mUnits, tmaps_ptr, split,
-                )
+                states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
+                                           ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
+                                           mUnits, tmaps_ptr, split)
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
 
@@ -3687,45 +3670,14 @@ class Sm90Fp4GroupedGemm:
         acc = [cute.make_rmem_tensor(tCcC.shape, cutlass.Float32) for _ in range(self.blocks)]
         return tCrT, tCrW, tCrW32, tCcC, acc
 
-    @property
-    def carry_first_k_tile(self) -> bool:
-        """Whether a unit's last K-tile prepares the next unit's first, as every K-tile does
-        for the next one (consume_tile), so that no tile of a phase but its first starts
-        with a K-tile's token decode and no wgmma in flight (0.7 us at tile_n 128,
-        tools/sm90_trace.py timeline).
-        - Only where a thread's token row and weight rows are the same in every tile
-          (token_share, weight_share), so that it decodes the next tile's with its own
-          shares: not at 96-row token tiles (the scale row depends on tm), nor at tile_n 192
-          (the weight rows' scale atom offset depends on tn).
-        - Only at one m64 block per WG: at two (tile_n 256), the weights carried across the
-          epilogue made ptxas rematerialize addresses in the K-loop (504 -> 559 SASS
-          instructions per K-tile), and the forms that carry nothing (a straight-line or
-          branch copy of the last K-tile) made it serialize every wgmma (C7513)."""
-        return self.tile_m % 128 == 0 and self.tile_n % 128 == 0 and self.blocks == 1
-
-    def no_weights(self):
-        """Placeholders of load_weights' (wm, sc) shape, so that the unit loop can carry them."""
-        wm = [[[Uint32(0)] * 4 for _ in range(2)] for _ in range(self.blocks)]
-        sc = [[[Uint32(0)] * 2 for _ in range(2)] for _ in range(self.blocks)]
-        return wm, sc
-
     @cute.jit
-    def consume_tile(self, u, rows: int, last, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
-                     storage, ab_pipeline, tok_pipeline, states, wm, sc, mSizes, mPtrs, mUnits,
-                     tmaps_ptr, split):
+    def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
+                     storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
+                     split):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
-        epilogue (or, split-K, its partial sums). Returns the pipeline states and the
-        weights of the next unit's first K-tile: reassigned by the caller, that is what
-        makes the DSL carry them through its loop (a mutation inside a call is not seen
-        there).
-
-        With carry_first_k_tile the unit's first K-tile is prepared already (tokens in the
-        ring, weights in wm, sc): by the previous unit of the phase in its last K-tile,
-        while its wgmmas ran, as every K-tile does for the next, or by the phase's prologue.
-        The phase's K-tiles are one stream through the token ring, so its order argument
-        holds across tiles as within one. `last` (u is the phase's last unit) ends the
-        stream: its last K-tile prepares nothing (a next phase decodes at its own width).
-        Otherwise `last` is static True and each unit prepares its own first K-tile here."""
+        epilogue (or, split-K, its partial sums). Returns the pipeline states: reassigned by
+        the caller, that is what makes the DSL carry them through its loop (a mutation
+        inside a call is not seen there)."""
         g = mUnits[0, u]
         tm = mUnits[1, u]
         tn = mUnits[2, u]
@@ -3738,25 +3690,23 @@ class Sm90Fp4GroupedGemm:
         for a in acc:
             a.fill(0.0)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-        if cutlass.const_expr(not self.carry_first_k_tile):
-            ahead, tok_w, wm, sc = self.first_k_tile(storage, ab_pipeline, tok_pipeline, ahead, tok_w, tok, wgt)
-        # every K-tile but the unit's last prepares the next; with a next unit in the phase
-        # the last does too: that unit's first K-tile, whose stage is next in the ring (the
-        # producer walks the same units). A second, straight-line copy of a preparing
-        # K-tile made ptxas serialize every wgmma (C7513), so the loop runs it.
-        prepared = k_tiles - 1
-        if not last:
-            prepared = k_tiles
-        for _kt in cutlass.range(prepared, unroll=1):
+        # the first K-tile's tokens and weights, before any wgmma of the tile
+        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
+        self.publish_tokens(tok_pipeline, tok_w)
+        tok_w.advance()
+        wm, sc = self.load_weights(storage, ahead, wgt)
+        self.release_stage(ab_pipeline, ahead)
+        ahead.advance()
+        for _kt in cutlass.range(k_tiles - 1, unroll=1):
             ahead, tok_w, tok_r, wm, sc = self.k_tile(
                 True, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
                 ahead, tok_w, tok_r, tok, wgt, wm, sc,
             )
-        if last:
-            ahead, tok_w, tok_r, wm, sc = self.k_tile(
-                False, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
-                ahead, tok_w, tok_r, tok, wgt, wm, sc,
-            )
+        ahead, tok_w, tok_r, wm, sc = self.k_tile(
+            False, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
+            ahead, tok_w, tok_r, tok, wgt, wm, sc,
+        )
         cute.nvgpu.warpgroup.wait_group(0)
         if cutlass.const_expr(self.cfg.stream_k):
             # split-K: both sides of a slot use the same thread -> accumulator map
@@ -3765,36 +3715,21 @@ class Sm90Fp4GroupedGemm:
                 self.store_partial(acc, split, mUnits[6, u], tidx, rows)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_r, (split, mUnits[7, u]))
+                                tok_w, (split, mUnits[7, u]))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_r)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_r)
-        return (ahead, tok_w, tok_r), wm, sc
-
-    @cute.jit
-    def first_k_tile(self, storage, ab_pipeline, tok_pipeline, ahead, tok_w, tok, wgt):
-        """A unit's first K-tile where no K-tile before it prepared it: its tokens into ring
-        buffer tok_w (the ring's next buffer, last read 3 K-tiles before: the order
-        argument) and its weights, before any wgmma of the tile."""
-        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
-        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
-        self.publish_tokens(tok_pipeline, tok_w)
-        tok_w.advance()
-        wm, sc = self.load_weights(storage, ahead, wgt)
-        self.release_stage(ab_pipeline, ahead)
-        ahead.advance()
-        return ahead, tok_w, wm, sc
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
+        return ahead, tok_w, tok_r
 
     @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   tok_r, fixup=None):
+                   tok_w, fixup=None):
         """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
         the previous piece's slot and adds it on the way. With ring_staging, block 0 of
-        each WG is staged in ring buffer tok_r - 1, the one the tile's last K-tile read
-        (free once every consumer thread is past its wait_group(0): the barrier), and block
-        1 in the WG's own box, so that block 1 never waits for block 0's store to read the
-        box."""
+        each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
+        its wait_group(0): the barrier) and block 1 in the WG's own box, so that block 1
+        never waits for block 0's store to read the box."""
         desc_c = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES) + 2 * SM90_DESC_BYTES
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
         base = None
@@ -3811,37 +3746,29 @@ class Sm90Fp4GroupedGemm:
         boxes = [own_box]
         if cutlass.const_expr(self.ring_staging):
             cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
-            ring = storage.sDecT.data_ptr().toint() + ((tok_r.index + 2) % self.token_buffers) * self.tbuf_bytes
+            ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
             boxes = [ring + (tidx // 128) * SM90_C_STAGE_BYTES, own_box]
         else:
             cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
-        # every block staged before the first store: one proxy fence and WG barrier for all,
-        # and the descriptor acquired once (before the tile's first store, which the
-        # acquire would otherwise wait for)
         for b in cutlass.range_constexpr(self.blocks):
-            self.stage_block(acc[b], boxes[b], tidx, rows,
-                             None if base is None else base + b * self.partial_block_bytes)
-        # the proxy fence makes the stmatrix writes visible to the TMA's reads
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
-        for b in cutlass.range_constexpr(self.blocks):
-            self.store_box(boxes[b], tidx, desc_c, c_addr, m, n, row_a, col + self.block_rows * b, rows, b == 0)
+            # the tile's first store acquires the C descriptor; block 1's, through the same
+            # descriptor, is ordered after that acquire by program order
+            self.epilogue(acc[b], boxes[b], tidx, desc_c, c_addr, m, n, row_a,
+                          col + self.block_rows * b, rows, b == 0,
+                          None if base is None else base + b * self.partial_block_bytes)
         if cutlass.const_expr(self.ring_staging):
-            # block 0's store has read the ring box (all but the most recent store: block 1's)
+            # block 0's store has read the ring box (it did so while block 1 was staged)
             bulk_wait_read(lead, pending=1)
 
     @property
     def ring_staging(self) -> bool:
         """Whether a tile's epilogue stages block 0 in a token-ring buffer (at two m64 blocks
         per WG; one 32 KB buffer holds both WGs' 16 KB boxes), so that block 1 never waits
-        for block 0's store to read the WG's own box. The buffer that the tile's last
-        K-tile t read is free once every consumer thread is past its wait_group(0) (the
-        barrier); the next tokens written to it are K-tile t + 3's, after a wait on t + 2's
-        full barrier (whether t + 1 is the next tile's first K-tile, decoded during t, or
-        is decoded after the epilogue). Each WG's storing thread waits for that store's read
-        at the end of the epilogue (wait_group.read 1: all but block 1's store), before any
-        arrival of its on the ring's full barriers, so no token store overwrites a box
-        before it is read."""
+        for block 0's store to read the WG's own box. Buffer tok_w + 2 is free once every
+        consumer thread is past its wait_group(0) (the barrier). Each WG's storing thread
+        waits for that store's read at the end of the epilogue, after block 1 is staged
+        (wait_group.read 1: all but block 1's store), before any arrival of its on the
+        ring's full barriers, so no token store overwrites a box before it is read."""
         return self.blocks == 2
 
     # ---------------- split-K: partial sums between CTAs ----------------
@@ -4099,11 +4026,21 @@ class Sm90Fp4GroupedGemm:
         return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
-    def stage_block(self, acc, box, tidx, tokens: int, partial=None):
-        """One m64 block's accumulators (64 weight rows x `tokens` static) -> this WG's
-        staging box: stmatrix.trans turns wgmma's fragments (a thread holds token pairs)
-        into C's rows (8 weight rows = 16 bytes). A FIXUP adds its partial sums on the way."""
+    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, acquire: bool,
+                 partial=None):
+        """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
+        columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
+        fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
+        Then one TMA store, which clips the rows past the group's M and the columns past its
+        N: full and partial tiles take the same path, without predicates. Where C's rows
+        have no 16-byte pitch or start (N % 8, an offset view) the TMA cannot address them
+        and the WG stores the box element by element instead (consecutive lanes,
+        consecutive columns).
+        The caller (store_tile) made the box free; the proxy fence before the barrier makes
+        the stmatrix writes visible to the TMA."""
         wtid = tidx % 128
+        lead = Int32(wtid == 0)
+        wg_barrier = 1 + tidx // 128  # named barrier of this WG's 128 threads
         pairs = tokens // 16
         for p0 in cutlass.range_constexpr(0, pairs, SM90_FIXUP_BATCH):
             batch = range(p0, min(pairs, p0 + SM90_FIXUP_BATCH))
@@ -4121,18 +4058,10 @@ class Sm90Fp4GroupedGemm:
                     x = [x[e] + w[p][e] for e in range(8)]
                 v = [pack_acc_f16x2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]) for j, h in ((0, 0), (0, 1), (1, 0), (1, 1))]
                 stmatrix_x4_trans(box + sm90_c_stage_offset(wtid, p), *v)
-
-    @cute.jit
-    def store_box(self, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, acquire: bool):
-        """A staged box -> C rows row_a .., columns col .. col + 63: one TMA store, which clips
-        the rows past the group's M and the columns past its N, so full and partial tiles
-        take the same path without predicates. Where C's rows have no 16-byte pitch or start
-        (N % 8, an offset view) the TMA cannot address them and the WG stores the box
-        element by element instead (consecutive lanes, consecutive columns). The caller
-        staged the box and fenced and synchronized the WG after it (store_tile)."""
-        wtid = tidx % 128
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
-            tma_store_2d(desc_c, col, row_a, box, Int32(wtid == 0), acquire)
+            tma_store_2d(desc_c, col, row_a, box, lead, acquire)
         else:
             self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens)
 

@@ -13,10 +13,9 @@ K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
     python tools/sm90_trace.py show timeline.pt
 
 `timeline` stamps %globaltimer (ns, one clock for all SMs) instead, in every CTA, and adds
-the per-CTA points of CTA_EVENTS (kernel entry .. CTA end), the epilogue's EPILOGUE_EVENTS
-and, per tile after a CTA's first, its TRANSITION from the previous tile (the first-stage
-landing, TILE_DATA_EVENT, is no longer stamped: where the previous tile prepares a tile's
-first K-tile it has no place of its own). Its table places a CTA's points on one axis from the grid's first entry: where a kernel's
+the per-CTA points of CTA_EVENTS (kernel entry .. CTA end) and a tile's first-stage landing
+(TILE_DATA_EVENT). Its
+table places a CTA's points on one axis from the grid's first entry: where a kernel's
 fixed cost (pipeline fill, first-tile prologue, epilogue, tail) goes. Traced kernels use the
 split-K flags pointer for the buffer, so the cases are whole-tile configs only.
 
@@ -52,7 +51,7 @@ TILE_DATA_EVENT = 24  # a tile's first stage has landed (consumer, after its wai
 # store_tile's points (timeline only), in the tile's last K-tile slot: after its first
 # wait for earlier stores' reads, after the barrier, after each block's epilogue, after its
 # final wait for block 0's read (ring staging)
-EPILOGUE_EVENTS = {25: "boxes free", 26: "barrier", 27: "blocks staged, fenced", 28: "stores issued",
+EPILOGUE_EVENTS = {25: "boxes free", 26: "barrier", 27: "block 0 staged+stored", 28: "block 1 staged+stored",
                    29: "block 0 read"}
 
 
@@ -149,7 +148,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
     head, sep, rest = src.partition("    def k_tile(")
     if not sep:
         raise ValueError("instrumenting submission.py: no k_tile; update tools/sm90_trace.py")
-    body, sep2, tail = rest.partition("    @cute.jit\n    def stage_block(")
+    body, sep2, tail = rest.partition("    @cute.jit\n    def epilogue(")
     body = _replace(body, "wgt, wm, sc):", "wgt, wm, sc, tr):")
     body = _insert_after(body, r"^\s+groups = 4 \* self\.blocks$", "kt_ = tok_r.count; trace_ev(tr, kt_, 0)")
     body = _insert_after(body, r"warpgroup\.wait_group\(1\)$", "trace_ev(tr, kt_, 1 + 2 * g)")
@@ -159,40 +158,42 @@ def traced_source(src: str, timeline: bool = False) -> str:
     body = _insert_after(body, r"self\.publish_tokens\(tok_pipeline, tok_w\)$", "trace_ev(tr, kt_, 2 * groups + 3)")
     body = _insert_after(body, r"self\.release_stage\(ab_pipeline, ahead\)$", "trace_ev(tr, kt_, 2 * groups + 4)")
     # consume_tile (in head): the trace handle, tile points, and tr passed to k_tile
+    head = _insert_after(head, r"^        packed, scales = self\.token_chunks\(storage, ab_pipeline, ahead, tok\)$",
+                         f"trace_ev(tr, tok_r.count, {TILE_DATA_EVENT})")
     head = _insert_after(
-        head, r"^        ahead, tok_w, tok_r = states$",
+        head, r"^\s+ahead, tok_w, tok_r = states$",
         "bidx_, _, _ = cute.arch.block_idx(); "
         "tr = (cute.make_tensor(split[1], cute.make_layout(1 << 26)), "
         "(bidx_ * (self.wgs * 4) + tidx // 32) * (TRACE_MAXK * TRACE_EV), "
         "tidx % 32 == 0 and bidx_ < TRACE_CTAS); trace_ev(tr, tok_r.count, 23)")
     head = _insert_after(head, r"ahead, tok_w, tok_r, tok, wgt, wm, sc,$", "tr,", count=2)
     head = _insert_after(head, r"^\s+cute\.nvgpu\.warpgroup\.wait_group\(0\)$", "trace_ev(tr, tok_r.count - 1, 21)")
-    head = _replace(head, "        return (ahead, tok_w, tok_r), wm, sc\n",
-                    "        trace_ev(tr, tok_r.count - 1, 22)\n        return (ahead, tok_w, tok_r), wm, sc\n")
+    head = _replace(head, "        return ahead, tok_w, tok_r\n",
+                    "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
     if timeline:
-        head = _replace(head, "                   tok_r, fixup=None):\n", "                   tok_r, fixup=None, tr=None):\n")
-        head = _replace(head, "rows,\n                                tok_r, (split, mUnits[7, u]))",
-                        "rows,\n                                tok_r, (split, mUnits[7, u]), tr)")
+        head = _replace(head, "                   tok_w, fixup=None):\n", "                   tok_w, fixup=None, tr=None):\n")
+        head = _replace(head, "rows,\n                                tok_w, (split, mUnits[7, u]))",
+                        "rows,\n                                tok_w, (split, mUnits[7, u]), tr)")
         for _ in range(2):  # the whole-tile call with and without stream-K
-            head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_r)\n", "mPtrs, g, m, row_a, tn, rows, tok_r, None, tr)\n")
-        head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_r.count - 1, 25)")
+            head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, None, tr)\n")
+        head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_w.count - 1, 25)")
         head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self\.cfg\.consumer_threads\)$",
-                             "trace_ev(tr, tok_r.count - 1, 26)")
+                             "trace_ev(tr, tok_w.count - 1, 26)")
         head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=1 \+ tidx // 128, number_of_threads=128\)$",
-                             "trace_ev(tr, tok_r.count - 1, 26)")
-        head = _insert_after(head, r"^        cute\.arch\.barrier\(barrier_id=1 \+ tidx // 128, number_of_threads=128\)$",
-                             "trace_ev(tr, tok_r.count - 1, 27)")
-        head = _insert_after(head, r"^            self\.store_box\(boxes\[b\], tidx,", "trace_ev(tr, tok_r.count - 1, 28)")
-        head = _insert_after(head, r"^            bulk_wait_read\(lead, pending=1\)$", "trace_ev(tr, tok_r.count - 1, 29)")
+                             "trace_ev(tr, tok_w.count - 1, 26)")
+        head = _replace(head, "None if base is None else base + b * self.partial_block_bytes)\n",
+                        "None if base is None else base + b * self.partial_block_bytes)\n"
+                        "            trace_ev(tr, tok_w.count - 1, 27 + b)\n")
+        head = _insert_after(head, r"^            bulk_wait_read\(lead, pending=1\)$", "trace_ev(tr, tok_w.count - 1, 29)")
     tail = _replace(tail, "flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)",
                     "flags = device_ptr(TRACE_BUF, cutlass.Int32)")
     return head + sep + body + sep2 + tail
 
 
-def load_traced(tmp: Path, timeline: bool = False):
+def load_traced(tmp: Path, timeline: bool = False, module: Path = ROOT / "submission.py"):
     from tools.sm90_sweep import load_submission
 
-    (tmp / "submission.py").write_text(traced_source((ROOT / "submission.py").read_text(), timeline))
+    (tmp / "submission.py").write_text(traced_source(module.read_text(), timeline))
     return load_submission(str(tmp / "submission.py"))
 
 
@@ -288,7 +289,7 @@ def timeline_table(rec: dict) -> str:
 # A tile after a CTA's first: from the previous tile's last K-tile start to this tile's first
 # wgmma, as (slot of the previous tile's last K-tile or of this tile's first, event) pairs
 TRANSITION = (("prev last K-tile start", -1, 0), ("prev wait_group(0)", -1, 21), ("prev epilogue done", -1, 22),
-              ("tile start", 0, 23), ("K-tile 0 tokens ready", 0, None),
+              ("tile start", 0, 23), ("first stage landed", 0, TILE_DATA_EVENT), ("K-tile 0 tokens ready", 0, None),
               ("first wgmma issued", 0, 2))
 
 
@@ -356,7 +357,7 @@ TIMELINE_CASES = {
 }
 
 
-def run(out: Path, timeline: bool = False) -> None:
+def run(out: Path, timeline: bool = False, module: Path = ROOT / "submission.py", only: str = "") -> None:
     """Each case once to compile and check, then traced: right after an identical run (L2
     warm: the check in between evicts it, so that run is repeated), and (timeline) again
     after flushing L2 the way eval.py's benchmark does before its calls. The timelines of
@@ -367,13 +368,15 @@ def run(out: Path, timeline: bool = False) -> None:
     import reference
 
     with tempfile.TemporaryDirectory() as tmp:
-        S = load_traced(Path(tmp), timeline)
+        S = load_traced(Path(tmp), timeline, module)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         ctas = TIMELINE_CTAS if timeline else TRACE_CTAS
         S.TRACE_BUF = torch.zeros(ctas * 12 * TRACE_MAXK * TRACE_EV, dtype=torch.int32, device="cuda")
         flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
         results, runners = {}, {}
         for name, (case, kw) in (TIMELINE_CASES if timeline else CASES).items():
+            if only and only not in name:
+                continue
             cfg = S.make_sm90_config(kw["tile_n"], narrow=kw["narrow"], pdl=False)
             data = reference.generate_input(**case)
             problem = S.validate_inputs(data)
@@ -408,11 +411,14 @@ def main() -> int:
     r.add_argument("--out", default="traces.pt")
     tl = sub.add_parser("timeline")
     tl.add_argument("--out", default="timeline.pt")
+    for p in (r, tl):
+        p.add_argument("--module", default=str(ROOT / "submission.py"), help="the submission.py to instrument")
+        p.add_argument("--only", default="", help="only the cases whose name contains this")
     s = sub.add_parser("show")
     s.add_argument("path")
     args = ap.parse_args()
     if args.cmd in ("run", "timeline"):
-        run(Path(args.out), timeline=args.cmd == "timeline")
+        run(Path(args.out), timeline=args.cmd == "timeline", module=Path(args.module), only=args.only)
     else:
         import torch
 
