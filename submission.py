@@ -3120,19 +3120,18 @@ def stmatrix_x4_trans(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None
 
 
 @dsl_user_op
-def tma_store_2d(desc: Int64, c0: Int32, c1: Int32, smem_src: Int32, pred: Int32, acquire: Int32,
-                 *, loc=None, ip=None) -> None:
-    """One thread's TMA store of a staged box, committed as its own bulk group (predicates
-    inside the asm, as in tma_load_2d). With `acquire` the descriptor is acquired first
-    (see Sm90Fp4GroupedGemm.c_descriptor_acquired)."""
+def tma_store_2d(desc: Int64, c0: Int32, c1: Int32, smem_src: Int32, pred: Int32, *, loc=None, ip=None) -> None:
+    """One thread's TMA store of a staged box, committed as its own bulk group (predicate
+    inside the asm, as in tma_load_2d). The descriptor is acquired first: it was written
+    through the generic proxy by the init kernel."""
     _asm_effect(
         [_v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip), _v(Int32(c1), loc, ip),
-         _v(Int32(smem_src), loc, ip), _v(Int32(pred), loc, ip), _v(Int32(acquire), loc, ip)],
-        "{\n.reg .pred p, q;\nsetp.ne.b32 p, $4, 0;\nsetp.ne.and.b32 q, $5, 0, p;\n"
-        "@q fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\n"
+         _v(Int32(smem_src), loc, ip), _v(Int32(pred), loc, ip)],
+        "{\n.reg .pred p;\nsetp.ne.b32 p, $4, 0;\n"
+        "@p fence.proxy.tensormap::generic.acquire.gpu [$0], 128;\n"
         "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$0, {$1, $2}], [$3];\n"
         "@p cp.async.bulk.commit_group;\n}",
-        "l,r,r,r,r,r,~{memory}", loc, ip,
+        "l,r,r,r,r,~{memory}", loc, ip,
     )
 
 
@@ -3169,12 +3168,6 @@ def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
         [_v(Int64(desc), loc, ip)],
         "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}", loc, ip,
     )
-
-
-@dsl_user_op
-def prefetch_tensormap(desc: Int64, *, loc=None, ip=None) -> None:
-    """Pulls a tensormap (global, generic address) into the TMA unit's descriptor cache."""
-    _asm_effect([_v(Int64(desc), loc, ip)], "prefetch.tensormap [$0];", "l,~{memory}", loc, ip)
 
 
 # Split-K partial sums between CTAs (gpu scope): the PARTIAL side stores, then one thread
@@ -3637,7 +3630,6 @@ class Sm90Fp4GroupedGemm:
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
         # loaded during the current one); tok_w: the ring buffer being written, tok_r: read
-        self.acquire_first_c_descriptor(tidx, span, mUnits, tmaps_ptr)
         states = (
             pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages),
             pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.token_buffers),
@@ -3653,7 +3645,7 @@ class Sm90Fp4GroupedGemm:
                 sT_p = cute.local_tile(sT, (rows, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0))
             operands = self.mma_operands(mma, sT_p, tidx, rows)
             for u in cutlass.range(span[p], span[p + 1], unroll=1):
-                states = self.consume_tile(u, span[0], rows, tidx, mma, *operands, storage,
+                states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
                                            mUnits, tmaps_ptr, split)
         # the staging boxes stay allocated until their last TMA stores have read them
@@ -3677,13 +3669,13 @@ class Sm90Fp4GroupedGemm:
         return tCrT, tCrW, tCrW32, tCcC, acc
 
     @cute.jit
-    def consume_tile(self, u, cta_first, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
+    def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
                      storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
                      split):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
         epilogue (or, split-K, its partial sums). Returns the pipeline states: reassigned by
         the caller, that is what makes the DSL carry them through its loop (a mutation
-        inside a call is not seen there). cta_first: the CTA's first unit."""
+        inside a call is not seen there)."""
         g = mUnits[0, u]
         tm = mUnits[1, u]
         tn = mUnits[2, u]
@@ -3714,7 +3706,6 @@ class Sm90Fp4GroupedGemm:
             ahead, tok_w, tok_r, tok, wgt, wm, sc,
         )
         cute.nvgpu.warpgroup.wait_group(0)
-        acquire = self.c_descriptor_acquired(u, cta_first, g, mUnits)
         if cutlass.const_expr(self.cfg.stream_k):
             # split-K: both sides of a slot use the same thread -> accumulator map
             role = mUnits[5, u]
@@ -3722,39 +3713,16 @@ class Sm90Fp4GroupedGemm:
                 self.store_partial(acc, split, mUnits[6, u], tidx, rows)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_w, acquire, (split, mUnits[7, u]))
+                                tok_w, (split, mUnits[7, u]))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, acquire)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, acquire)
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
         return ahead, tok_w, tok_r
 
     @cute.jit
-    def c_descriptor_acquired(self, u, cta_first, g, mUnits):
-        """1 where unit u's first TMA store must acquire group g's C descriptor (written
-        through the generic proxy by the init kernel) itself: where the unit before it in the
-        CTA stored another group's C. The CTA's first unit's was acquired (and prefetched)
-        at the CTA's start, off the critical path (acquire_first_c_descriptor), and a later
-        store through the same descriptor by the same thread is ordered after the acquire by
-        program order. Acquired right before every tile's store instead, the fence and the
-        descriptor's refetch sat on every tile's tail: 0.5 us of shape 3's 15.3, where each
-        CTA has one tile (notes/measurements.md, fourteenth session)."""
-        prev = mUnits[0, cutlass.max(u - 1, 0)]
-        return Int32(u != cta_first) * Int32(prev != g)
-
-    @cute.jit
-    def acquire_first_c_descriptor(self, tidx, span, mUnits, tmaps_ptr):
-        """Each WG's storing thread: the C descriptor of the CTA's first unit's group,
-        acquired and prefetched while the first stage is in flight (c_descriptor_acquired)."""
-        if tidx % 128 == 0 and span[0] < span[-1]:
-            desc_c = (tmaps_ptr.toint() + Int64(mUnits[0, span[0]]) * (SM90_NUM_DESC * SM90_DESC_BYTES)
-                      + 2 * SM90_DESC_BYTES)
-            tensormap_acquire(desc_c)
-            prefetch_tensormap(desc_c)
-
-    @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   tok_w, acquire, fixup=None):
+                   tok_w, fixup=None):
         """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
         the previous piece's slot and adds it on the way. With ring_staging, block 0 of
         each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
@@ -3782,7 +3750,7 @@ class Sm90Fp4GroupedGemm:
             cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         for b in cutlass.range_constexpr(self.blocks):
             self.epilogue(acc[b], boxes[b], tidx, desc_c, c_addr, m, n, row_a,
-                          col + self.block_rows * b, rows, acquire if b == 0 else Int32(0),
+                          col + self.block_rows * b, rows,
                           None if base is None else base + b * self.partial_block_bytes)
         if cutlass.const_expr(self.ring_staging):
             # block 0's store has read the ring box (it did so while block 1 was staged)
@@ -4054,8 +4022,7 @@ class Sm90Fp4GroupedGemm:
         return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
-    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, acquire,
-                 partial=None):
+    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None):
         """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
         columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
         fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
@@ -4089,7 +4056,7 @@ class Sm90Fp4GroupedGemm:
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
-            tma_store_2d(desc_c, col, row_a, box, lead, acquire)
+            tma_store_2d(desc_c, col, row_a, box, lead)
         else:
             self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens)
 

@@ -388,6 +388,12 @@ def test_trace_tool_instruments_this_submission():
     for stamp in ("trace_cta(flags_ptr, self.wgs * 4, 0)", "trace_cta(flags_ptr, self.wgs * 4, 1)",
                   "trace_cta(split[1], self.wgs * 4, 2)", "span, flags_ptr):", "span, flags_ptr)\n"):
         assert timeline.count(stamp) == 1, stamp
+    # the epilogue's points (timeline only): after the boxes are free, the barrier, each
+    # block's epilogue and the wait for block 0's store to read the ring box
+    for stamp in ("trace_ev(tr, tok_w.count - 1, 25)", "trace_ev(tr, tok_w.count - 1, 26)",
+                  "trace_ev(tr, tok_w.count - 1, 27 + b)", "trace_ev(tr, tok_w.count - 1, 29)"):
+        assert stamp in timeline, stamp
+    assert "tr=None" not in out  # the whole-tile trace leaves store_tile alone
     # the producer's stamp times its first acquire: it comes right before it
     assert "trace_cta(flags_ptr, self.wgs * 4, 1)\n                ab_pipeline.producer_acquire(state)" in timeline
 
