@@ -4210,15 +4210,53 @@ def sm90_offers_split(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: 
     return cfg.tile_n in SM90_STREAM_K_TILE_N or (cfg.tile_n in SM90_BALANCED_TILE_N and one_wave)
 
 
+def sm90_makespan_lower_bound(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> float:
+    """A bound below sm90_makespan_us(sizes, cfg, num_sms) from the tiles' modeled costs
+    alone, without building a schedule (O(groups)): every schedule covers each tile's
+    K-tiles once, in units that each cost unit_us, on at most num_sms CTAs, so its slowest
+    CTA has at least the mean; unsplit, the costliest tile also sits whole on one CTA. A
+    tile's phase is split_tiles_by_width's: the narrowest width that holds its used rows."""
+    kt_us, unit_us, _ = sm90_cost_model(cfg)
+    total, top = 0.0, 0.0
+    for m, n, k, _ in sizes:
+        m_tiles = ceil_div(m, cfg.tile_m)
+        if m_tiles == 0:
+            continue
+        k_tiles = k // SM90_PACKED_K_TILE
+        used = m - (m_tiles - 1) * cfg.tile_m
+        last = k_tiles * kt_us[max(i for i, w in enumerate(cfg.widths) if w >= used)] + unit_us
+        full = k_tiles * kt_us[0] + unit_us
+        total += ceil_div(n, cfg.tile_n) * ((m_tiles - 1) * full + last)
+        top = max(top, full if m_tiles > 1 else last)
+    return total / num_sms if cfg.stream_k else max(total / num_sms, top)
+
+
+# sm90_makespan_lower_bound against a makespan: the bound is exact arithmetic's mean, the
+# makespan a max of sums in another order; a candidate is skipped only when its bound
+# exceeds the best makespan by more than float rounding could
+SM90_BOUND_MARGIN = 1e-9
+
+
 def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm90Config:
     """tile_n 256 halves the token decode per MAC but makes tiles twice as long; split
     pieces even out the CTAs at the price of partial sums (stream-K at 256, balanced_units
     at 128 when the problem is one wave). Picked by the modeled makespan (ties go to the
-    earlier, simpler config: whole tiles before split ones, 128 before 256)."""
+    earlier, simpler config: whole tiles before split ones, 128 before 256).
+
+    Candidates are modeled in order of sm90_makespan_lower_bound, and those whose bound
+    exceeds the best makespan found are never modeled: the choice is the same as modeling
+    all (tools/schedule_equivalence.py), at a fraction of the host time for problem sizes
+    not seen before, where a split schedule takes milliseconds of Python to model."""
     configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
     configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
                 if sm90_offers_split(sizes, cfg := make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
-    return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
+    bounds = [sm90_makespan_lower_bound(sizes, cfg, num_sms) for cfg in configs]
+    best = None  # (makespan, index): the first in list order wins a tie
+    for i in sorted(range(len(configs)), key=bounds.__getitem__):
+        if best is not None and bounds[i] > best[0] * (1 + SM90_BOUND_MARGIN):
+            break  # this bound and every later one: worse than the best
+        best = min(best or (math.inf, i), (sm90_makespan_us(sizes, configs[i], num_sms), i))
+    return configs[best[1]]
 
 
 def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:

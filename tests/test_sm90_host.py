@@ -520,3 +520,63 @@ def test_work_schedules_are_memoized_but_follow_the_cost_constants(monkeypatch):
     balanced = S.sm90_work_schedule(one_wave, cfg128, 132)
     monkeypatch.setattr(S, "SM90_BALANCE_FIXUP_US", 5.0)
     assert S.sm90_work_schedule(one_wave, cfg128, 132) != balanced
+
+
+def _bound_corpus():
+    """The benchmarks and tests, and seeded problems of mixed M (1 .. 1000) on 1-16 groups."""
+    import random
+
+    from tests.cases import task_cases
+
+    rng = random.Random(7)
+    out = [[(m, n, k, 1) for m, n, k in zip(c.m, c.n, c.k)] for c in task_cases("benchmarks") + task_cases("tests")]
+    for _ in range(24):
+        n, k = rng.choice([(4096, 7168), (7168, 2048), (3072, 4096), (4096, 1536), (512, 256)])
+        out.append([(rng.choice([1, 40, 72, 129, 248, 384, 1000, rng.randint(1, 400)]), n, k, 1)
+                    for _ in range(rng.choice([1, 2, 3, 8, 16]))])
+    return out
+
+
+@pytest.mark.parametrize("num_sms", [132, 11])
+def test_makespan_bound_is_below_every_candidates_makespan(num_sms):
+    """choose_sm90_config skips the candidates whose sm90_makespan_lower_bound exceeds the
+    best makespan found: that is only the same choice if the bound never exceeds the
+    candidate's own makespan (whole, stream-K and balanced schedules alike), but for float
+    rounding within SM90_BOUND_MARGIN (seen: 410.24 against 410.23999999999984, a tile
+    alone on its CTA)."""
+    checked = 0
+    for sizes in _bound_corpus():
+        for n in S.SM90_TILE_N_CHOICES:
+            for w in S.SM90_NARROW_CHOICES:
+                for split in (False, True):
+                    cfg = S.make_sm90_config(n, narrow=w, stream_k=split)
+                    if split and not S.sm90_offers_split(sizes, cfg, num_sms):
+                        continue
+                    bound = S.sm90_makespan_lower_bound(sizes, cfg, num_sms)
+                    makespan = S.sm90_makespan_us(sizes, cfg, num_sms)
+                    assert 0 < bound <= makespan * (1 + S.SM90_BOUND_MARGIN), (sizes, cfg, bound, makespan)
+                    checked += 1
+    assert checked > 150
+
+
+def test_pruned_config_choice_equals_modeling_every_candidate():
+    """The chooser with its bound equals the plain argmin over all candidates (first in
+    list order on a tie), on the corpus and on both grid sizes."""
+    for sizes in _bound_corpus():
+        for num_sms in (132, 11):
+            configs = [S.make_sm90_config(n, narrow=w) for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES]
+            configs += [cfg for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES
+                        if S.sm90_offers_split(sizes, cfg := S.make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
+            plain = min(configs, key=lambda cfg: S.sm90_makespan_us(sizes, cfg, num_sms))
+            assert S.choose_sm90_config(sizes, num_sms) == plain, sizes
+
+
+def test_config_choice_models_only_the_candidates_its_bound_leaves(monkeypatch):
+    """On shape 0 (stream-K at 256 wins by far) the chooser models fewer than all candidates."""
+    sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
+    modeled = []
+    real = S.sm90_makespan_us
+    monkeypatch.setattr(S, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
+    cfg = S.choose_sm90_config(sizes, 132)
+    assert cfg == S.make_sm90_config(256, narrow=(96, 64), stream_k=True)
+    assert cfg in modeled and len(modeled) < 6, modeled
