@@ -425,6 +425,31 @@ def test_trace_timeline_table_places_the_points():
     assert "CTA end                min    9.00  median    9.50  max   10.00 us" in table
 
 
+def test_trace_transitions_time_a_later_tiles_start():
+    """transition_lines on a synthetic CTA of two tiles of 2 K-tiles (slots 0, 1 and 2, 3):
+    each step from the first tile's last K-tile start to the second's first wgmma, and the
+    epilogue's points after its wait_group(0)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sm90_trace as T
+
+    t = torch.zeros(T.TIMELINE_CTAS, 8, T.TRACE_MAXK, T.TRACE_EV, dtype=torch.int64)
+    for k, start in enumerate((500, 1000, 2050, 3000)):
+        t[0, 0, k, 0] = start
+    t[0, 0, 1, 21], t[0, 0, 1, 22] = 1500, 2000  # the first tile's wait_group(0), epilogue done
+    for e, at in zip(T.EPILOGUE_EVENTS, (1550, 1560, 1700, 1900, 1950)):
+        t[0, 0, 1, e] = at
+    t[0, 0, 2, 23], t[0, 0, 2, T.TILE_DATA_EVENT] = 2100, 2200  # second tile: start, stage landed
+    t[0, 0, 2, 2 * 4 + 1], t[0, 0, 2, 2] = 2600, 2650  # its tokens ready (4 groups), first wgmma
+    lines = T.transition_lines(t, [0], groups=4)
+    assert lines[0] == "  tile transitions (1 tiles after a CTA's first), median ns:"
+    steps = [int(line.split()[-1]) for line in lines if line.startswith("    -> ")]
+    assert steps == [500, 500, 100, 100, 400, 50]
+    epilogue = [int(line.split()[-1]) for line in lines if line.startswith("      -> ")]
+    assert epilogue == [50, 10, 140, 200, 50]
+    assert lines[-1] == "    last K-tile start -> first wgmma    1650 (min 1650, max 1650)"
+    assert T.transition_lines(t, [1], groups=4) == []  # a CTA with nothing recorded
+
+
 def test_trace_gap_table_orders_points_by_time():
     """gap_table on a synthetic trace: every warp of every CTA stamps the same K-tile shape
     (4 groups), so the medians are those stamps' gaps, in time order."""
