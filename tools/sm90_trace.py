@@ -11,6 +11,10 @@ K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
     python tools/sm90_trace.py show traces.pt
     python tools/sm90_trace.py timeline [--out timeline.pt]  # on the H200
     python tools/sm90_trace.py show timeline.pt
+    python tools/sm90_trace.py timeline --module build/old/submission.py --only "tile_n 256"
+
+--module instruments another submission.py (an A/B of two kernels' timelines), --only runs
+the cases whose name contains the text.
 
 `timeline` stamps %globaltimer (ns, one clock for all SMs) instead, in every CTA, and adds
 the per-CTA points of CTA_EVENTS (kernel entry .. CTA end) and a tile's first-stage landing
