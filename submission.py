@@ -266,6 +266,12 @@ def build_tile_schedule(
     return [(g, tm, tn) for _, g, tm, tn in tiles]
 
 
+def width_phase(widths: Sequence[int], used: int) -> int:
+    """The phase of a tile that uses `used` token rows: the narrowest width that holds them
+    (widths descending, widths[0] the tile's height)."""
+    return max(i for i, w in enumerate(widths) if w >= used)
+
+
 def split_tiles_by_width(
     rows: Sequence[tuple[int, int, int]], sizes: Sequence[Sequence[int]], widths: Sequence[int]
 ) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:
@@ -277,9 +283,7 @@ def split_tiles_by_width(
     the concatenation, each phase continues the previous one's round robin."""
     phases = [[] for _ in widths]
     for g, tm, tn in rows:
-        used = min(widths[0], sizes[g][0] - tm * widths[0])
-        p = max(i for i, w in enumerate(widths) if w >= used)
-        phases[p].append((g, tm, tn))
+        phases[width_phase(widths, min(widths[0], sizes[g][0] - tm * widths[0]))].append((g, tm, tn))
     return [r for ph in phases for r in ph], tuple(len(ph) for ph in phases)
 
 
@@ -4215,7 +4219,7 @@ def sm90_makespan_lower_bound(sizes: Sequence[Sequence[int]], cfg: Sm90Config, n
     alone, without building a schedule (O(groups)): every schedule covers each tile's
     K-tiles once, in units that each cost unit_us, on at most num_sms CTAs, so its slowest
     CTA has at least the mean; unsplit, the costliest tile also sits whole on one CTA. A
-    tile's phase is split_tiles_by_width's: the narrowest width that holds its used rows."""
+    tile's phase is split_tiles_by_width's (width_phase)."""
     kt_us, unit_us, _ = sm90_cost_model(cfg)
     total, top = 0.0, 0.0
     for m, n, k, _ in sizes:
@@ -4224,7 +4228,7 @@ def sm90_makespan_lower_bound(sizes: Sequence[Sequence[int]], cfg: Sm90Config, n
             continue
         k_tiles = k // SM90_PACKED_K_TILE
         used = m - (m_tiles - 1) * cfg.tile_m
-        last = k_tiles * kt_us[max(i for i, w in enumerate(cfg.widths) if w >= used)] + unit_us
+        last = k_tiles * kt_us[width_phase(cfg.widths, used)] + unit_us
         full = k_tiles * kt_us[0] + unit_us
         total += ceil_div(n, cfg.tile_n) * ((m_tiles - 1) * full + last)
         top = max(top, full if m_tiles > 1 else last)
@@ -4248,16 +4252,23 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
     all (tools/schedule_equivalence.py). For problem sizes not seen before, where a split
     schedule takes milliseconds of Python to model, that is 4.3-4.5 candidates modeled
     instead of 6-7 on the benchmark shapes' N and K (tools/chooser_cost.py)."""
+    configs = sm90_candidate_configs(sizes, num_sms)
+    bounds = [sm90_makespan_lower_bound(sizes, cfg, num_sms) for cfg in configs]
+    best = (math.inf, -1)  # (makespan, index): the first in list order wins a tie
+    for i in sorted(range(len(configs)), key=bounds.__getitem__):
+        if bounds[i] > best[0] * (1 + SM90_BOUND_MARGIN):
+            break  # this bound and every later one: worse than the best
+        best = min(best, (sm90_makespan_us(sizes, configs[i], num_sms), i))
+    return configs[best[1]]
+
+
+def sm90_candidate_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[Sm90Config]:
+    """The configs choose_sm90_config picks from, in its tie-break order: whole tiles at each
+    width and narrow choice, then the split ones it offers (sm90_offers_split)."""
     configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
     configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
                 if sm90_offers_split(sizes, cfg := make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
-    bounds = [sm90_makespan_lower_bound(sizes, cfg, num_sms) for cfg in configs]
-    best = None  # (makespan, index): the first in list order wins a tie
-    for i in sorted(range(len(configs)), key=bounds.__getitem__):
-        if best is not None and bounds[i] > best[0] * (1 + SM90_BOUND_MARGIN):
-            break  # this bound and every later one: worse than the best
-        best = min(best or (math.inf, i), (sm90_makespan_us(sizes, configs[i], num_sms), i))
-    return configs[best[1]]
+    return configs
 
 
 def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:

@@ -589,9 +589,7 @@ def test_pruned_config_choice_equals_modeling_every_candidate():
     list order on a tie), on the corpus and on both grid sizes."""
     for sizes in _bound_corpus():
         for num_sms in (132, 11):
-            configs = [S.make_sm90_config(n, narrow=w) for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES]
-            configs += [cfg for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES
-                        if S.sm90_offers_split(sizes, cfg := S.make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
+            configs = S.sm90_candidate_configs(sizes, num_sms)
             plain = min(configs, key=lambda cfg: S.sm90_makespan_us(sizes, cfg, num_sms))
             assert S.choose_sm90_config(sizes, num_sms) == plain, sizes
 
