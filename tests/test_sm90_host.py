@@ -603,3 +603,26 @@ def test_config_choice_models_only_the_candidates_its_bound_leaves(monkeypatch):
     cfg = S.choose_sm90_config(sizes, 132)
     assert cfg == S.make_sm90_config(256, narrow=(96, 64), stream_k=True)
     assert cfg in modeled and len(modeled) < 6, modeled
+
+
+def test_perfect_balance_bound_tool():
+    """tools/sm90_bound.py: one full 256 x 128 tile per SM costs its K-tiles at the full
+    rate; a group's last token tile goes to the narrowest width that holds it; and no
+    benchmark shape's bound beats the fp16 roofline at the rate the full tile implies."""
+    from cases import task_cases
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sm90_bound as B
+
+    k_tiles = 7
+    assert B.bound_us([128], [132 * 256], [128 * k_tiles], 256, (128, 64)) == pytest.approx(k_tiles * B.FULL_US[256])
+    assert B.bound_us([128 + 40], [132 * 256], [128], 256, (128, 96, 64)) == pytest.approx(
+        B.FULL_US[256] + B.ktile_us(256, 64))
+    assert B.bound_us([128 + 40], [132 * 256], [128], 256, (128, 96)) == pytest.approx(
+        B.FULL_US[256] + B.ktile_us(256, 96))
+    full_rate_tflops = 2 * 256 * 128 * 128 / B.FULL_US[256] * B.NUM_SMS / 1e6
+    for case in task_cases("benchmarks"):
+        a = case.args()
+        bound, _, _ = B.best_bound(a["m"], a["n"], a["k"])
+        roofline = 2 * sum(a["m"]) * a["n"][0] * a["k"][0] / (full_rate_tflops * 1e6)
+        assert bound >= roofline * (1 - 1e-9), (case, bound, roofline)
