@@ -615,12 +615,12 @@ def test_perfect_balance_bound_tool():
     import sm90_bound as B
 
     k_tiles = 7
-    assert B.bound_us([128], [132 * 256], [128 * k_tiles], 256, (128, 64)) == pytest.approx(k_tiles * B.FULL_US[256])
+    assert B.bound_us([128], [132 * 256], [128 * k_tiles], 256, (128, 64)) == pytest.approx(k_tiles * B.ktile_us(256, 128))
     assert B.bound_us([128 + 40], [132 * 256], [128], 256, (128, 96, 64)) == pytest.approx(
-        B.FULL_US[256] + B.ktile_us(256, 64))
+        B.ktile_us(256, 128) + B.ktile_us(256, 64))
     assert B.bound_us([128 + 40], [132 * 256], [128], 256, (128, 96)) == pytest.approx(
-        B.FULL_US[256] + B.ktile_us(256, 96))
-    full_rate_tflops = 2 * 256 * 128 * 128 / B.FULL_US[256] * B.NUM_SMS / 1e6
+        B.ktile_us(256, 128) + B.ktile_us(256, 96))
+    full_rate_tflops = 2 * 256 * 128 * 128 / B.ktile_us(256, 128) * B.NUM_SMS / 1e6
     for case in task_cases("benchmarks"):
         a = case.args()
         bound, _, _ = B.best_bound(a["m"], a["n"], a["k"])

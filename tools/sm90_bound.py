@@ -5,11 +5,11 @@ this kernel design (any schedule), to set against the fp16 roofline and the goal
 
     python tools/sm90_bound.py [--ceiling 762.5]
 
-Costs per 128-K K-tile (us, H200): the full widths are the thirteenth session's
-(notes/measurements.md: 128 x 128 0.837, 256 x 128 1.467); the narrow token widths keep the
-fifth session's ratios to them (1.572 / 1.396 / 1.111 / 0.928 at tile_n 256, 1.028 / 0.861 /
-0.763 / 0.539 at 128, for 128 / 96 / 64 / 32 tokens), which is an assumption: they were
-not measured again after the K-loop got shorter.
+Costs per 128-K K-tile (us, H200, kernel time at pdl 0): one tile per CTA, the slope over
+K = 1024 and 4096 (`python tools/sm90_ktile_cost.py`, fifteenth session, run 6,
+notes/h200/2026-12-01o/run6_ktile_cost.log). The same run's intercepts, a tile's fixed
+cost with the launch, were 4.7-4.9 us at tile_n 128 and 6.1-7.0 at 256; the bound leaves
+them out.
 """
 
 import argparse
@@ -21,18 +21,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM_SMS = 132
-FULL_US = {256: 1.467, 128: 0.837}
-NARROW_RATIO = {
-    256: {128: 1.0, 96: 1.396 / 1.572, 64: 1.111 / 1.572, 32: 0.928 / 1.572},
-    128: {128: 1.0, 96: 0.861 / 1.028, 64: 0.763 / 1.028, 32: 0.539 / 1.028},
+KTILE_US = {  # (tile_n, token width) -> us per K-tile
+    (256, 128): 1.449, (256, 96): 1.285, (256, 64): 1.052, (256, 32): 0.892,
+    (128, 128): 0.863, (128, 96): 0.773, (128, 64): 0.592, (128, 32): 0.520,
 }
+TILE_NS = (128, 256)
 WIDTH_SETS = ((128, 96, 64), (128, 64), (128, 96, 64, 32))
 K_TILE = 128  # K elements per packed K-tile
 TOKEN_TILE = 128
 
 
 def ktile_us(tile_n: int, tokens: int) -> float:
-    return FULL_US[tile_n] * NARROW_RATIO[tile_n][tokens]
+    return KTILE_US[(tile_n, tokens)]
 
 
 def bound_us(ms, ns, ks, tile_n: int, widths) -> float:
@@ -50,7 +50,7 @@ def bound_us(ms, ns, ks, tile_n: int, widths) -> float:
 
 
 def best_bound(ms, ns, ks) -> tuple[float, int, tuple[int, ...]]:
-    return min((bound_us(ms, ns, ks, tn, w), tn, w) for tn in FULL_US for w in WIDTH_SETS)
+    return min((bound_us(ms, ns, ks, tn, w), tn, w) for tn in TILE_NS for w in WIDTH_SETS)
 
 
 def main() -> int:
