@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 NUM_SMS = 132
 KTILE_US = {  # (tile_n, token width) -> us per K-tile
     (256, 128): 1.449, (256, 96): 1.285, (256, 64): 1.052, (256, 32): 0.892,
@@ -57,12 +58,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ceiling", type=float, default=762.5, help="fp16 TFLOP/s for the roofline")
     args = ap.parse_args()
+    from eval import flops_of
+
     cases = yaml.safe_load((ROOT / "task.yml").read_text())["benchmarks"]
     logs = []
     print(f"{'shape':<52} {'bound us':>9} {'roofline us':>12} {'x roofline':>11}  best tile")
     for c in cases:
         t, tn, w = best_bound(c["m"], c["n"], c["k"])
-        roof = 2 * sum(c["m"]) * c["n"][0] * c["k"][0] / (args.ceiling * 1e6)
+        roof = flops_of(c) / (args.ceiling * 1e6)
         logs.append((math.log(t), math.log(roof)))
         name = f"G={c['g']} M=[{','.join(map(str, c['m']))}] N={c['n'][0]} K={c['k'][0]}"
         print(f"{name:<52} {t:9.1f} {roof:12.2f} {t / roof:11.2f}  {tn} x 128, widths {w}")
