@@ -246,24 +246,39 @@ def tiles_per_group(sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int) ->
     return [ceil_div(m, tile_m) * ceil_div(n, tile_n) for m, n, _, _ in sizes]
 
 
+def tile_runs(sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int) -> list[tuple[int, list[tuple[int, int, int]]]]:
+    """build_tile_schedule's order as runs of one group's tiles that use the same token
+    rows: [(rows used, [(group, tm, tn), ...])]. A group has at most two runs, its
+    full-height tiles and its last, shorter M tiles; with K > 0 the two have distinct sort
+    keys (K x rows), so a stable sort of the tiles by key moves whole runs, and sorting the
+    runs by (-key, group) gives the same order in O(groups log groups) plus the tiles."""
+    runs = []
+    for g, (m, n, k, _) in enumerate(sizes):
+        m_tiles, n_tiles = ceil_div(m, tile_m), ceil_div(n, tile_n)
+        if not m_tiles or not n_tiles:
+            continue
+        last = m - (m_tiles - 1) * tile_m
+        full = m_tiles if last == tile_m else m_tiles - 1
+        if full:
+            runs.append((-k * tile_m, g, 0, tile_m, [(g, tm, tn) for tn in range(n_tiles) for tm in range(full)]))
+        if last != tile_m:
+            runs.append((-k * last, g, 1, last, [(g, m_tiles - 1, tn) for tn in range(n_tiles)]))
+    runs.sort(key=lambda r: r[:3])
+    return [(rows, tiles) for _, _, _, rows, tiles in runs]
+
+
 def build_tile_schedule(
     sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int
 ) -> list[tuple[int, int, int]]:
     """The static persistent schedule: (group, tile index along M, tile index along N).
 
     Tiles are issued longest first (descending K x rows used, i.e. descending M for equal
-    K), so that the persistent CTAs' last wave holds the cheapest tiles. Within a group the
-    M tiles of one N column are adjacent, so CTAs running together share B rows in L2.
-    CTA i of a grid of P takes entries i, i + P, i + 2P, ...
+    K; ties keep group order), so that the persistent CTAs' last wave holds the cheapest
+    tiles. Within a group the M tiles of one N column are adjacent, so CTAs running
+    together share B rows in L2. CTA i of a grid of P takes entries i, i + P, i + 2P, ...
+    (Built from tile_runs.)
     """
-    tiles = []
-    for g, (m, n, k, _) in enumerate(sizes):
-        for tn in range(ceil_div(n, tile_n)):
-            for tm in range(ceil_div(m, tile_m)):
-                rows = min(tile_m, m - tm * tile_m)
-                tiles.append((k * rows, g, tm, tn))
-    tiles.sort(key=lambda t: -t[0])  # stable: ties keep group order
-    return [(g, tm, tn) for _, g, tm, tn in tiles]
+    return [t for _, tiles in tile_runs(sizes, tile_m, tile_n) for t in tiles]
 
 
 def width_phase(widths: Sequence[int], used: int) -> int:
@@ -285,6 +300,20 @@ def split_tiles_by_width(
     for g, tm, tn in rows:
         phases[width_phase(widths, min(widths[0], sizes[g][0] - tm * widths[0]))].append((g, tm, tn))
     return [r for ph in phases for r in ph], tuple(len(ph) for ph in phases)
+
+
+def phased_tile_schedule(
+    sizes: Sequence[Sequence[int]], tile_n: int, widths: Sequence[int]
+) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:
+    """split_tiles_by_width(build_tile_schedule(sizes, widths[0], tile_n), sizes, widths),
+    computed run by run: every tile of a run (tile_runs) uses the same rows, so it has one
+    phase, and a stable partition of the runs by phase keeps each phase in schedule order.
+    The config choice builds this for every candidate of a new problem."""
+    phases = [[] for _ in widths]
+    for rows, tiles in tile_runs(sizes, widths[0], tile_n):
+        phases[width_phase(widths, rows)].append(tiles)
+    return ([t for ph in phases for tiles in ph for t in tiles],
+            tuple(sum(map(len, ph)) for ph in phases))
 
 
 def phase_of_rows(phase_sizes: Sequence[int]) -> list[int]:
@@ -353,7 +382,7 @@ class WorkSchedule:
 
 def _phase_starts(phases: Sequence[int], num_phases: int) -> tuple[int, ...]:
     """Where each phase begins in a CTA's units, given their phases (ascending)."""
-    return tuple(sum(1 for q in phases if q < p) for p in range(num_phases))
+    return tuple(bisect.bisect_left(phases, p) for p in range(num_phases))
 
 
 def round_robin_units(
@@ -361,13 +390,11 @@ def round_robin_units(
 ) -> WorkSchedule:
     """Whole tiles, schedule row i on CTA i % grid (the phases continue one round robin).
     k_tiles[g]: K-tiles of group g."""
-    ctas = [[] for _ in range(grid)]
-    phases = [[] for _ in range(grid)]
-    for i, ((g, tm, tn), p) in enumerate(zip(rows, phase_of_rows(phase_sizes))):
-        ctas[i % grid].append(WorkUnit(g, tm, tn, 0, k_tiles[g]))
-        phases[i % grid].append(p)
-    starts = tuple(_phase_starts(ph, len(phase_sizes)) for ph in phases)
-    return WorkSchedule(tuple(map(tuple, ctas)), starts, 0)
+    units = [WorkUnit(g, tm, tn, 0, k_tiles[g]) for g, tm, tn in rows]
+    phase = phase_of_rows(phase_sizes)
+    ctas = tuple(tuple(units[c::grid]) for c in range(grid))
+    starts = tuple(_phase_starts(phase[c::grid], len(phase_sizes)) for c in range(grid))
+    return WorkSchedule(ctas, starts, 0)
 
 
 def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us: float, min_kt: int):
@@ -4174,8 +4201,7 @@ def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms:
 
 @functools.lru_cache(maxsize=32)  # a few problems' candidates (about 6 each)
 def _sm90_work_schedule(sizes: tuple, cfg: Sm90Config, num_sms: int, costs: tuple, balance) -> WorkSchedule:
-    rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
-    rows, phase_sizes = split_tiles_by_width(rows, sizes, cfg.widths)
+    rows, phase_sizes = phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
     k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
     if not cfg.stream_k:
         return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
