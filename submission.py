@@ -398,42 +398,45 @@ def round_robin_units(
 
 
 def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us: float, min_kt: int):
-    """Greedy fill of CTAs, in order, with the items (row, phase, K-tiles, us per K-tile,
-    the whole tile's cost) until each CTA's modeled time reaches `budget`. A piece costs
-    its K-tiles, plus unit_us, plus fixup_us where the tile is split (storing or adding the
-    partial sums). A tile is split at most once, into a head that ends a CTA and a tail
-    that starts the next, each of at least min_kt K-tiles. Returns the CTAs' piece lists,
-    or None if more than max_ctas CTAs, or a piece longer than the budget, would be
-    needed. (The bisection calls this some 25 times per schedule: the common case, a whole
-    tile that fits, is the loop's first test.)"""
-    ctas, cur, load = [], [], 0.0
-    for row, phase, kts, per_kt, whole in items:
+    """Greedy fill of CTAs, in order, with the items (K-tiles, us per K-tile, the whole
+    tile's cost) until each CTA's modeled time reaches `budget`. A piece costs its K-tiles,
+    plus unit_us, plus fixup_us where the tile is split (storing or adding the partial
+    sums). A tile is split at most once, into a head that ends a CTA and a tail that starts
+    the next, each of at least min_kt K-tiles. Returns each CTA's share of the stream as
+    (first item, its first K-tile, end item, its end K-tile), the end exclusive, or None if
+    more than max_ctas CTAs, or a piece longer than the budget, would be needed. The
+    bisection calls this some 14 times per schedule, so a tile that fits whole (the common
+    case, the loop's first test) allocates nothing."""
+    ctas = []
+    first, first_kt, load, empty = 0, 0, 0.0, True
+    for j, (kts, per_kt, whole) in enumerate(items):
         if load + whole <= budget:
-            cur.append((row, phase, 0, kts))
             load += whole
+            empty = False
             continue
         kt = 0
         while True:
-            head = min(int((budget - load - unit_us - fixup_us) // per_kt), kts - min_kt)
-            max_tail = int((budget - unit_us - fixup_us) // per_kt)
-            if head >= max(min_kt, kts - max_tail):
-                cur.append((row, phase, 0, head))
-                kt = head
-            elif not cur:
+            # (conditionals, not min / max: this runs once per CTA per fill)
+            head = int((budget - load - unit_us - fixup_us) // per_kt)
+            if head > kts - min_kt:
+                head = kts - min_kt
+            min_head = kts - int((budget - unit_us - fixup_us) // per_kt)  # leaves a tail that fits
+            if head >= (min_head if min_head > min_kt else min_kt):
+                kt = head  # this CTA ends with the tile's first K-tiles
+            elif empty:
                 return None
-            ctas.append(cur)
-            cur, load = [], 0.0
-            if len(ctas) >= max_ctas:
+            ctas.append((first, first_kt, j, kt))
+            if len(ctas) == max_ctas:
                 return None
             tail = (kts - kt) * per_kt + unit_us + (fixup_us if kt else 0.0)
             if tail <= budget:
-                cur.append((row, phase, kt, kts))
-                load = tail
+                first, first_kt, load, empty = j, kt, tail, False
                 break
             if kt:  # a tail that does not fit even a fresh CTA
                 return None
-    if cur:
-        ctas.append(cur)
+            first, first_kt, load, empty = j, 0, 0.0, True
+    if not empty:
+        ctas.append((first, first_kt, len(items), 0))
     return ctas
 
 
@@ -472,14 +475,14 @@ def stream_k_units(
     """
     phase = phase_of_rows(phase_sizes)
     order = sorted(range(len(rows)), key=lambda i: -phase[i])  # stable: each phase in order
-    items = [(i, phase[i], k_tiles[rows[i][0]], kt_us[phase[i]], k_tiles[rows[i][0]] * kt_us[phase[i]] + unit_us)
-             for i in order]
-    total = sum(k * c + unit_us for _, _, k, c, _ in items)
+    kts = [k_tiles[rows[i][0]] for i in order]
+    items = [(k, kt_us[phase[i]], k * kt_us[phase[i]] + unit_us) for i, k in zip(order, kts)]
+    total = sum(k * c + unit_us for k, c, _ in items)
     # the lowest budget that fits in `grid` CTAs, by bisection; it lies within one piece of
     # the mean, so the search starts there when that fits (else from the whole), and it
     # stops once the budget is known to SPLIT_REL_TOL
     lo = total / grid
-    hi = lo + max(k * c for _, _, k, c, _ in items) + unit_us + fixup_us
+    hi = lo + max(k * c for k, c, _ in items) + unit_us + fixup_us
     best = _fill_stream_k(items, hi, grid, unit_us, fixup_us, min_kt)
     if best is None:
         hi = total + unit_us + fixup_us
@@ -493,28 +496,28 @@ def stream_k_units(
             lo = mid
         else:
             hi, best = mid, filled
-    # the pieces of each split tile, in K order (on increasing CTAs)
-    pieces: dict[int, list[tuple[int, int]]] = {}
-    for c, cta in enumerate(best):
-        for j, (row, _, kt0, kt1) in enumerate(cta):
-            if kt1 - kt0 < k_tiles[rows[row][0]]:
-                pieces.setdefault(row, []).append((c, j))
-    role: dict[tuple[int, int], tuple[int, int, int]] = {}
-    num_slots = 0
-    for row in sorted(pieces):
-        head, tail = pieces[row]
-        role[head] = (UNIT_PARTIAL, num_slots, -1)
-        role[tail] = (UNIT_FIXUP, 0, num_slots)
-        num_slots += 1
+    # a split tile's head ends CTA c and its tail starts CTA c + 1; one workspace slot per
+    # split tile, numbered in schedule row order
+    heads = sorted((order[j], c) for c, (_, _, j, kt) in enumerate(best) if kt)
+    slot_of = {c: slot for slot, (_, c) in enumerate(heads)}  # the CTA holding each head
     ctas, starts = [], []
-    for c, cta in enumerate(best):
-        units = []
-        for j in reversed(range(len(cta))):
-            row, _, kt0, kt1 = cta[j]
-            g, tm, tn = rows[row]
-            units.append(WorkUnit(g, tm, tn, kt0, kt1, *role.get((c, j), (UNIT_WHOLE, 0, -1))))
+    for c, (j0, kt0, j1, kt1) in enumerate(best):
+        units, phases = [], []
+        for j in range(min(j1, len(items) - 1), j0 - 1, -1):  # the range walked backwards
+            lo_kt, hi_kt = kt0 if j == j0 else 0, kt1 if j == j1 else kts[j]
+            if hi_kt == lo_kt:
+                continue  # the range ends at this tile's start
+            if j == j1:
+                role = (UNIT_PARTIAL, slot_of[c], -1)
+            elif j == j0 and kt0:
+                role = (UNIT_FIXUP, 0, slot_of[c - 1])
+            else:
+                role = (UNIT_WHOLE, 0, -1)
+            units.append(WorkUnit(*rows[order[j]], lo_kt, hi_kt, *role))
+            phases.append(phase[order[j]])
         ctas.append(tuple(units))
-        starts.append(_phase_starts([p for _, p, _, _ in reversed(cta)], len(phase_sizes)))
+        starts.append(_phase_starts(phases, len(phase_sizes)))
+    return WorkSchedule(tuple(ctas), tuple(starts), len(heads))
     return WorkSchedule(tuple(ctas), tuple(starts), num_slots)
 
 
