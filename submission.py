@@ -33,6 +33,7 @@ Layout of this file:
 
 from __future__ import annotations
 
+import array
 import bisect
 import ctypes
 import dataclasses
@@ -302,16 +303,25 @@ def split_tiles_by_width(
     return [r for ph in phases for r in ph], tuple(len(ph) for ph in phases)
 
 
+def phased_tile_runs(
+    sizes: Sequence[Sequence[int]], tile_n: int, widths: Sequence[int]
+) -> list[list[list[tuple[int, int, int]]]]:
+    """Per phase, its runs of tiles (tile_runs at tile_m = widths[0]) in schedule order:
+    every tile of a run uses the same rows, so it has one phase, and a stable partition of
+    the runs by phase keeps each phase in schedule order."""
+    phases = [[] for _ in widths]
+    for rows, tiles in tile_runs(sizes, widths[0], tile_n):
+        phases[width_phase(widths, rows)].append(tiles)
+    return phases
+
+
 def phased_tile_schedule(
     sizes: Sequence[Sequence[int]], tile_n: int, widths: Sequence[int]
 ) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:
     """split_tiles_by_width(build_tile_schedule(sizes, widths[0], tile_n), sizes, widths),
-    computed run by run: every tile of a run (tile_runs) uses the same rows, so it has one
-    phase, and a stable partition of the runs by phase keeps each phase in schedule order.
-    The config choice builds this for every candidate of a new problem."""
-    phases = [[] for _ in widths]
-    for rows, tiles in tile_runs(sizes, widths[0], tile_n):
-        phases[width_phase(widths, rows)].append(tiles)
+    run by run (phased_tile_runs). The config choice builds this for every candidate of a
+    new problem."""
+    phases = phased_tile_runs(sizes, tile_n, widths)
     return ([t for ph in phases for tiles in ph for t in tiles],
             tuple(sum(map(len, ph)) for ph in phases))
 
@@ -1187,10 +1197,7 @@ class GroupedGemmRunner:
 
     def _make_schedule(self, sizes, config, device) -> TileSchedule:
         host = self.host_schedule(sizes, config)
-        tables = {
-            name: to_device_async(torch.tensor(rows, dtype=torch.int32), device).reshape(len(rows), -1)
-            for name, rows in host.tables.items()
-        }
+        tables = {name: to_device_async(int32_rows(rows), device) for name, rows in host.tables.items()}
         sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
         return TileSchedule(sizes_dev, tables, host, stream_ready(device))
 
@@ -1222,6 +1229,15 @@ class GroupedGemmRunner:
         tensors = list(chain(*data[0], *data[2]))
         refs = [weakref.ref(t, forget) for t in tensors]
         calls.put(key, CallEntry(table, [abc[2] for abc in data[0]], refs))
+
+
+def int32_rows(rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    """A host table's rows (tuples of equal length) as an int32 (rows, fields) tensor. Through
+    an array: torch.tensor on a list of tuples takes ~110 ns per value, and a new problem's
+    units table can hold tens of thousands."""
+    if not rows:
+        return torch.empty((0, 0), dtype=torch.int32)
+    return torch.frombuffer(array.array("i", chain.from_iterable(rows)), dtype=torch.int32).view(len(rows), -1)
 
 
 def to_device_async(host: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -4239,7 +4255,22 @@ def sm90_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int)
 
 def sm90_makespan_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> float:
     """The slowest CTA's modeled time under the config's schedule."""
+    if not cfg.stream_k:
+        return max(sm90_round_robin_cta_us(sizes, cfg, num_sms))
     return max(modeled_cta_us(sm90_work_schedule(sizes, cfg, num_sms), *sm90_cost_model(cfg)))
+
+
+def sm90_round_robin_cta_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> list[float]:
+    """modeled_cta_us of a whole-tile config's schedule (round_robin_units) without building
+    it: the same costs summed in the same order, so the same floats. The config choice
+    models every whole-tile candidate of a new problem this way."""
+    kt_us, unit_us, _ = sm90_cost_model(cfg)
+    costs = []
+    for p, runs in enumerate(phased_tile_runs(sizes, cfg.tile_n, cfg.widths)):
+        for tiles in runs:
+            costs += [sizes[tiles[0][0]][2] // SM90_PACKED_K_TILE * kt_us[p] + unit_us] * len(tiles)
+    grid = persistent_grid(len(costs), num_sms)
+    return [sum(costs[c::grid]) for c in range(grid)]
 
 
 def sm90_offers_split(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> bool:
