@@ -459,6 +459,28 @@ def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us
 SPLIT_REL_TOL = 1e-4
 
 
+def _stream_k_items(rows, phase_sizes, k_tiles, kt_us, unit_us):
+    """(phase of each row, the rows in stream order, their K-tiles, the fill's items): the
+    work laid out last phase first, each phase in schedule order."""
+    phase = phase_of_rows(phase_sizes)
+    order = sorted(range(len(rows)), key=lambda i: -phase[i])  # stable: each phase in order
+    kts = [k_tiles[rows[i][0]] for i in order]
+    items = [(k, kt_us[phase[i]], k * kt_us[phase[i]] + unit_us) for i, k in zip(order, kts)]
+    return phase, order, kts, items
+
+
+def stream_k_fits(budget: float, rows, phase_sizes, k_tiles, grid, kt_us, unit_us, fixup_us,
+                  min_kt: int = 2) -> bool:
+    """Whether stream_k_units' greedy fill (its arguments follow budget) fits `budget`;
+    when it does not, that schedule's slowest CTA takes longer than `budget`. Why: the schedule is the
+    fill at a budget H where it fits, and its slowest CTA L is at most H. The fill makes
+    the same decisions at every budget in [L, H], so it fits at L, and where it fits at a
+    budget it fits at every larger one (as the bisection assumes). So budget < L. The
+    config choice rules out a split candidate by one fill this way, without its schedule."""
+    items = _stream_k_items(rows, phase_sizes, k_tiles, kt_us, unit_us)[3]
+    return _fill_stream_k(items, budget, grid, unit_us, fixup_us, min_kt) is not None
+
+
 def stream_k_units(
     rows: Sequence[tuple[int, int, int]],
     phase_sizes: Sequence[int],
@@ -483,10 +505,7 @@ def stream_k_units(
     resident when CTAs are dispatched in index order. The sum is always tail + head: the
     result does not depend on timing.
     """
-    phase = phase_of_rows(phase_sizes)
-    order = sorted(range(len(rows)), key=lambda i: -phase[i])  # stable: each phase in order
-    kts = [k_tiles[rows[i][0]] for i in order]
-    items = [(k, kt_us[phase[i]], k * kt_us[phase[i]] + unit_us) for i, k in zip(order, kts)]
+    phase, order, kts, items = _stream_k_items(rows, phase_sizes, k_tiles, kt_us, unit_us)
     total = sum(k * c + unit_us for k, c, _ in items)
     # the lowest budget that fits in `grid` CTAs, by bisection; it lies within one piece of
     # the mean, so the search starts there when that fits (else from the whole), and it
@@ -528,7 +547,6 @@ def stream_k_units(
         ctas.append(tuple(units))
         starts.append(_phase_starts(phases, len(phase_sizes)))
     return WorkSchedule(tuple(ctas), tuple(starts), len(heads))
-    return WorkSchedule(tuple(ctas), tuple(starts), num_slots)
 
 
 def balanced_units(
@@ -4281,6 +4299,20 @@ def sm90_offers_split(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: 
     return cfg.tile_n in SM90_STREAM_K_TILE_N or (cfg.tile_n in SM90_BALANCED_TILE_N and one_wave)
 
 
+def sm90_may_beat(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int, makespan: float) -> bool:
+    """False when cfg's schedule is known to be slower than `makespan` by one greedy fill
+    (stream_k_fits, at makespan x (1 + SM90_BOUND_MARGIN) for the floats summed in another
+    order); True otherwise, and always for a config not split by stream_k_units."""
+    if not cfg.stream_k or makespan == math.inf:
+        return True
+    rows, phase_sizes = phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
+    if cfg.tile_n in SM90_BALANCED_TILE_N and len(rows) <= num_sms:
+        return True  # balanced_units (sm90_work_schedule)
+    k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
+    return stream_k_fits(makespan * (1 + SM90_BOUND_MARGIN), rows, phase_sizes, k_tiles, num_sms,
+                         *sm90_cost_model(cfg))
+
+
 def sm90_makespan_lower_bound(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> float:
     """A bound below sm90_makespan_us(sizes, cfg, num_sms) from the tiles' modeled costs
     alone, without building a schedule (O(groups)): every schedule covers each tile's
@@ -4314,18 +4346,20 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
     at 128 when the problem is one wave). Picked by the modeled makespan (ties go to the
     earlier, simpler config: whole tiles before split ones, 128 before 256).
 
-    Candidates are modeled in order of sm90_makespan_lower_bound, and those whose bound
-    exceeds the best makespan found are never modeled: the choice is the same as modeling
-    all (tools/schedule_equivalence.py). For problem sizes not seen before, where a split
-    schedule takes milliseconds of Python to model, that is 4.3-4.5 candidates modeled
-    instead of 6-7 on the benchmark shapes' N and K (tools/chooser_cost.py)."""
+    Candidates are modeled in order of sm90_makespan_lower_bound; those whose bound
+    exceeds the best makespan found are never modeled, and a stream-K candidate that one
+    greedy fill shows slower (sm90_may_beat) is not either: the choice is the same as
+    modeling all (tools/schedule_equivalence.py). This is the host's cost for problem
+    sizes not seen before, where a split schedule takes about a millisecond of Python
+    (tools/chooser_cost.py)."""
     configs = sm90_candidate_configs(sizes, num_sms)
     bounds = [sm90_makespan_lower_bound(sizes, cfg, num_sms) for cfg in configs]
     best = (math.inf, -1)  # (makespan, index): the first in list order wins a tie
     for i in sorted(range(len(configs)), key=bounds.__getitem__):
         if bounds[i] > best[0] * (1 + SM90_BOUND_MARGIN):
             break  # this bound and every later one: worse than the best
-        best = min(best, (sm90_makespan_us(sizes, configs[i], num_sms), i))
+        if sm90_may_beat(sizes, configs[i], num_sms, best[0]):
+            best = min(best, (sm90_makespan_us(sizes, configs[i], num_sms), i))
     return configs[best[1]]
 
 

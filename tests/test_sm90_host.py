@@ -594,6 +594,44 @@ def test_pruned_config_choice_equals_modeling_every_candidate():
             assert S.choose_sm90_config(sizes, num_sms) == plain, sizes
 
 
+def _stream_k_candidates(sizes, num_sms):
+    for w in S.SM90_NARROW_CHOICES:
+        for n in S.SM90_TILE_N_CHOICES:
+            cfg = S.make_sm90_config(n, narrow=w, stream_k=True)
+            rows, phase_sizes = S.phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
+            if not (cfg.tile_n in S.SM90_BALANCED_TILE_N and len(rows) <= num_sms):
+                k_tiles = [k // S.SM90_PACKED_K_TILE for _, _, k, _ in sizes]
+                yield cfg, (rows, phase_sizes, k_tiles, num_sms, *S.sm90_cost_model(cfg))
+
+
+@pytest.mark.parametrize("num_sms", [132, 11])
+def test_stream_k_fill_fits_at_its_schedules_makespan(num_sms):
+    """What sm90_may_beat relies on: the stream-K fill fits at its own schedule's makespan
+    (so a fill that does not fit a budget means a makespan above it), and fits at every
+    larger budget of a scan."""
+    checked = 0
+    for sizes in _bound_corpus():
+        for cfg, args in _stream_k_candidates(sizes, num_sms):
+            makespan = S.sm90_makespan_us(sizes, cfg, num_sms)
+            assert S.stream_k_fits(makespan * (1 + S.SM90_BOUND_MARGIN), *args), (sizes, cfg)
+            fits = [S.stream_k_fits(makespan * f, *args) for f in (0.9, 0.99, 0.999, 1.001, 1.01, 1.1, 1.5, 3.0)]
+            assert fits == sorted(fits), (sizes, cfg, fits)  # False ... False True ... True
+            checked += 1
+    assert checked > 40
+
+
+def test_config_choice_skips_a_split_candidate_by_one_fill(monkeypatch):
+    """At K = 512 (whole tiles win) the stream-K candidates are ruled out by a fill at the
+    best makespan instead of a schedule each: none of them is modeled."""
+    sizes = [(m, 4096, 512, 1) for m in (16, 200, 77, 256, 130, 64, 31, 180)]
+    modeled = []
+    real = S.sm90_makespan_us
+    monkeypatch.setattr(S, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
+    cfg = S.choose_sm90_config(sizes, 132)
+    assert not cfg.stream_k
+    assert modeled and not any(c.stream_k and c.tile_n == 256 for c in modeled), modeled
+
+
 def test_config_choice_models_only_the_candidates_its_bound_leaves(monkeypatch):
     """On shape 0 (stream-K at 256 wins by far) the chooser models fewer than all candidates."""
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
