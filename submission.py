@@ -581,22 +581,27 @@ def balanced_units(
         lpt_load[c] += cost[i]
         heapq.heappush(least, (lpt_load[c], c))
 
+    # what every split_under call starts from, sorted once: the CTAs that may take a head,
+    # by (load, -index) (the last one at most `room` is the fullest that fits, the lowest
+    # index among equals); the CTAs from the most loaded; each CTA's tiles longest first
+    lpt_open = sorted((lpt_load[t], -t) for t in range(grid))
+    lpt_by_load = sorted(range(grid), key=lambda c: (-lpt_load[c], c))
+    lpt_longest = [sorted(range(len(cta)), key=lambda j: -cost[cta[j][0]]) for cta in lpt]
+
     def split_under(target):
         """The LPT pieces with every CTA brought under `target`, or None."""
         pieces = [[list(p) for p in cta] for cta in lpt]
         load = list(lpt_load)
         takers: set[int] = set()
         givers: set[int] = set()
-        # the CTAs that may take a head, by (load, -index): the last one at most `room` is
-        # the fullest that fits, the lowest index among equals
-        open_ = sorted((load[t], -t) for t in range(grid))
+        open_ = list(lpt_open)
         splits = 0
-        for c in sorted(range(grid), key=lambda c: (-load[c], c)):
+        for c in lpt_by_load:
             if load[c] <= target:
                 break
             if c in takers:
                 return None
-            for tile in sorted((p for p in pieces[c] if p[3] == UNIT_WHOLE), key=lambda p: -cost[p[0]]):
+            for tile in [pieces[c][j] for j in lpt_longest[c]]:  # all whole: c took no head
                 if load[c] <= target:
                     break
                 per = kt_us[phase[tile[0]]]
