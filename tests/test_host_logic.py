@@ -47,6 +47,33 @@ def test_schedule_orders_by_descending_work():
     assert schedule[-1] == (2, 0, 0)  # the M = 1 tile goes last
 
 
+def _tile_by_tile_schedule(sizes, tile_m, tile_n):
+    """build_tile_schedule's definition, one tile at a time: every tile keyed by K x rows
+    used, stably sorted by descending key (ties keep group order, then N-major order)."""
+    tiles = [(k * min(tile_m, m - tm * tile_m), g, tm, tn)
+             for g, (m, n, k, _) in enumerate(sizes)
+             for tn in range(ceil_div(n, tile_n)) for tm in range(ceil_div(m, tile_m))]
+    tiles.sort(key=lambda t: -t[0])
+    return [(g, tm, tn) for _, g, tm, tn in tiles]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tile_runs_give_the_tile_by_tile_order(seed):
+    """build_tile_schedule and phased_tile_schedule sort runs of tiles, not tiles: the same
+    order as the tile-by-tile stable sort (K > 0), and the same phases as
+    split_tiles_by_width, on problems with equal keys across groups (K x rows)."""
+    rng = random.Random(seed)
+    sizes = [(rng.choice([0, 1, 64, 96, 128, 129, 192, 200, 256, 384, rng.randint(0, 700)]),
+              rng.choice([0, 128, 256, 4096, rng.randint(1, 3000)]),
+              rng.choice([256, 512, 768, 1024, rng.randint(1, 40) * 256]), 1)
+             for _ in range(rng.randint(1, 12))]
+    for tile_m, tile_n in ((128, 128), (128, 256), (96, 192)):
+        rows = build_tile_schedule(sizes, tile_m, tile_n)
+        assert rows == _tile_by_tile_schedule(sizes, tile_m, tile_n)
+        widths = (96, 64, 32) if tile_m == 96 else rng.choice([(128, 96, 64), (128, 64), (128,)])
+        assert submission.phased_tile_schedule(sizes, tile_n, widths) == split_tiles_by_width(rows, sizes, widths)
+
+
 def test_schedule_m1_and_empty_groups():
     assert build_tile_schedule([(1, 128, 256, 1)], 128, 128) == [(0, 0, 0)]
     assert build_tile_schedule([(0, 128, 256, 1), (1, 256, 256, 1)], 128, 128) == [(1, 0, 0), (1, 0, 1)]
