@@ -247,7 +247,9 @@ def tiles_per_group(sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int) ->
     return [ceil_div(m, tile_m) * ceil_div(n, tile_n) for m, n, _, _ in sizes]
 
 
-def tile_runs(sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int) -> list[tuple[int, list[tuple[int, int, int]]]]:
+def tile_runs(
+    sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int
+) -> list[tuple[int, list[tuple[int, int, int]]]]:
     """build_tile_schedule's order as runs of one group's tiles that use the same token
     rows: [(rows used, [(group, tm, tn), ...])]. A group has at most two runs, its
     full-height tiles and its last, shorter M tiles; with K > 0 the two have distinct sort
@@ -261,7 +263,8 @@ def tile_runs(sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int) -> list[
         last = m - (m_tiles - 1) * tile_m
         full = m_tiles if last == tile_m else m_tiles - 1
         if full:
-            runs.append((-k * tile_m, g, 0, tile_m, [(g, tm, tn) for tn in range(n_tiles) for tm in range(full)]))
+            tiles = [(g, tm, tn) for tn in range(n_tiles) for tm in range(full)]
+            runs.append((-k * tile_m, g, 0, tile_m, tiles))
         if last != tile_m:
             runs.append((-k * last, g, 1, last, [(g, m_tiles - 1, tn) for tn in range(n_tiles)]))
     runs.sort(key=lambda r: r[:3])
@@ -430,7 +433,7 @@ def _fill_stream_k(items, budget: float, max_ctas: int, unit_us: float, fixup_us
             head = int((budget - load - unit_us - fixup_us) // per_kt)
             if head > kts - min_kt:
                 head = kts - min_kt
-            min_head = kts - int((budget - unit_us - fixup_us) // per_kt)  # leaves a tail that fits
+            min_head = kts - int((budget - unit_us - fixup_us) // per_kt)  # the tail fits a CTA
             if head >= (min_head if min_head > min_kt else min_kt):
                 kt = head  # this CTA ends with the tile's first K-tiles
             elif empty:
@@ -472,11 +475,12 @@ def _stream_k_items(rows, phase_sizes, k_tiles, kt_us, unit_us):
 def stream_k_fits(budget: float, rows, phase_sizes, k_tiles, grid, kt_us, unit_us, fixup_us,
                   min_kt: int = 2) -> bool:
     """Whether stream_k_units' greedy fill (its arguments follow budget) fits `budget`;
-    when it does not, that schedule's slowest CTA takes longer than `budget`. Why: the schedule is the
-    fill at a budget H where it fits, and its slowest CTA L is at most H. The fill makes
-    the same decisions at every budget in [L, H], so it fits at L, and where it fits at a
-    budget it fits at every larger one (as the bisection assumes). So budget < L. The
-    config choice rules out a split candidate by one fill this way, without its schedule."""
+    when it does not, that schedule's slowest CTA takes longer than `budget`. Why: the
+    schedule is the fill at a budget H where it fits, and its slowest CTA L is at most H.
+    The fill makes the same decisions at every budget in [L, H], so it fits at L, and
+    where it fits at a budget it fits at every larger one (as the bisection assumes). So
+    budget < L. The config choice rules out a split candidate by one fill this way,
+    without building its schedule."""
     items = _stream_k_items(rows, phase_sizes, k_tiles, kt_us, unit_us)[3]
     return _fill_stream_k(items, budget, grid, unit_us, fixup_us, min_kt) is not None
 
@@ -1220,7 +1224,8 @@ class GroupedGemmRunner:
 
     def _make_schedule(self, sizes, config, device) -> TileSchedule:
         host = self.host_schedule(sizes, config)
-        tables = {name: to_device_async(int32_rows(rows), device) for name, rows in host.tables.items()}
+        tables = {name: to_device_async(int32_rows(rows), device)
+                  for name, rows in host.tables.items()}
         sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
         return TileSchedule(sizes_dev, tables, host, stream_ready(device))
 
@@ -1260,7 +1265,8 @@ def int32_rows(rows: Sequence[Sequence[int]]) -> torch.Tensor:
     units table can hold tens of thousands."""
     if not rows:
         return torch.empty((0, 0), dtype=torch.int32)
-    return torch.frombuffer(array.array("i", chain.from_iterable(rows)), dtype=torch.int32).view(len(rows), -1)
+    flat = array.array("i", chain.from_iterable(rows))
+    return torch.frombuffer(flat, dtype=torch.int32).view(len(rows), -1)
 
 
 def to_device_async(host: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -4283,7 +4289,8 @@ def sm90_makespan_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: i
     return max(modeled_cta_us(sm90_work_schedule(sizes, cfg, num_sms), *sm90_cost_model(cfg)))
 
 
-def sm90_round_robin_cta_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int) -> list[float]:
+def sm90_round_robin_cta_us(sizes: Sequence[Sequence[int]], cfg: Sm90Config,
+                            num_sms: int) -> list[float]:
     """modeled_cta_us of a whole-tile config's schedule (round_robin_units) without building
     it: the same costs summed in the same order, so the same floats. The config choice
     models every whole-tile candidate of a new problem this way."""
@@ -4304,7 +4311,8 @@ def sm90_offers_split(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: 
     return cfg.tile_n in SM90_STREAM_K_TILE_N or (cfg.tile_n in SM90_BALANCED_TILE_N and one_wave)
 
 
-def sm90_may_beat(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int, makespan: float) -> bool:
+def sm90_may_beat(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int,
+                  makespan: float) -> bool:
     """False when cfg's schedule is known to be slower than `makespan` by one greedy fill
     (stream_k_fits, at makespan x (1 + SM90_BOUND_MARGIN) for the floats summed in another
     order); True otherwise, and always for a config not split by stream_k_units."""

@@ -594,6 +594,18 @@ def test_pruned_config_choice_equals_modeling_every_candidate():
             assert S.choose_sm90_config(sizes, num_sms) == plain, sizes
 
 
+@pytest.mark.parametrize("num_sms", [132, 11])
+def test_round_robin_makespan_without_its_schedule(num_sms):
+    """sm90_round_robin_cta_us, what the config choice models whole-tile candidates with,
+    gives the very floats modeled_cta_us gives on the built round-robin schedule."""
+    for sizes in _bound_corpus():
+        for n in S.SM90_TILE_N_CHOICES:
+            for w in S.SM90_NARROW_CHOICES:
+                cfg = S.make_sm90_config(n, narrow=w)
+                built = S.modeled_cta_us(S.sm90_work_schedule(sizes, cfg, num_sms), *S.sm90_cost_model(cfg))
+                assert S.sm90_round_robin_cta_us(sizes, cfg, num_sms) == built, (sizes, cfg)
+
+
 def _stream_k_candidates(sizes, num_sms):
     for w in S.SM90_NARROW_CHOICES:
         for n in S.SM90_TILE_N_CHOICES:
