@@ -4378,11 +4378,38 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
 
 def sm90_candidate_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[Sm90Config]:
     """The configs choose_sm90_config picks from, in its tie-break order: whole tiles at each
-    width and narrow choice, then the split ones it offers (sm90_offers_split)."""
+    width and narrow choice, then the split ones it offers (sm90_offers_split). A config
+    that would model the same as an earlier one (sm90_phase_signature: when no tile falls
+    in the phase where two narrow choices differ) is left out: it could only tie, and a tie
+    goes to the earlier one."""
     configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
     configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
                 if sm90_offers_split(sizes, cfg := make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
-    return configs
+    seen, distinct = set(), []
+    for cfg in configs:
+        signature = sm90_phase_signature(sizes, cfg)
+        if signature not in seen:
+            seen.add(signature)
+            distinct.append(cfg)
+    return distinct
+
+
+def sm90_phase_signature(sizes: Sequence[Sequence[int]], cfg: Sm90Config) -> tuple:
+    """What a config's modeled makespan depends on, O(groups): its tile width, whether it
+    splits, and per non-empty phase in order, the token rows its tiles use, their width and
+    cost per K-tile. Equal signatures put the same tiles in the same order at the same
+    costs (phased_tile_schedule; balanced_units' costs go by width), so every schedule
+    generator models them alike."""
+    used = set()  # token rows a tile uses: tile_m for a full tile, M % tile_m for a last one
+    for m, n, _, _ in sizes:
+        if m and n:
+            used.update(r for r in (min(m, cfg.tile_m), m % cfg.tile_m) if r)
+    kt_us = sm90_cost_model(cfg)[0]
+    phases = {}
+    for r in sorted(used):
+        phases.setdefault(width_phase(cfg.widths, r), []).append(r)
+    return (cfg.tile_n, cfg.tile_m, cfg.stream_k,
+            tuple((tuple(rows), cfg.widths[p], kt_us[p]) for p, rows in sorted(phases.items())))
 
 
 def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:

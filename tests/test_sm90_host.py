@@ -606,6 +606,24 @@ def test_round_robin_makespan_without_its_schedule(num_sms):
                 assert S.sm90_round_robin_cta_us(sizes, cfg, num_sms) == built, (sizes, cfg)
 
 
+def test_candidates_leave_out_only_configs_that_model_alike():
+    """sm90_candidate_configs drops a narrow choice that puts the same tiles in the same
+    phases at the same costs as an earlier one: the choice over every offered config
+    (first in list order on a tie) is still the chooser's, and on a problem with a group's
+    last tile of 65-96 rows both narrow choices stay."""
+    for sizes in _bound_corpus():
+        for num_sms in (132, 11):
+            offered = [S.make_sm90_config(n, narrow=w) for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES]
+            offered += [c for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES
+                        if S.sm90_offers_split(sizes, c := S.make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
+            spans = [S.sm90_makespan_us(sizes, c, num_sms) for c in offered]
+            assert S.choose_sm90_config(sizes, num_sms) == offered[spans.index(min(spans))], sizes
+    no_96 = [(128, 4096, 1024, 1), (40, 4096, 1024, 1), (250, 4096, 1024, 1)]  # last tiles 40, 122 rows
+    widths = {c.narrow for c in S.sm90_candidate_configs(no_96, 132)}
+    assert widths == {(96, 64)}, widths
+    assert {c.narrow for c in S.sm90_candidate_configs(no_96 + [(80, 4096, 1024, 1)], 132)} == {(96, 64), (64,)}
+
+
 def _stream_k_candidates(sizes, num_sms):
     for w in S.SM90_NARROW_CHOICES:
         for n in S.SM90_TILE_N_CHOICES:
