@@ -33,7 +33,6 @@ Layout of this file:
 
 from __future__ import annotations
 
-import array
 import bisect
 import ctypes
 import dataclasses
@@ -1260,12 +1259,14 @@ class GroupedGemmRunner:
 
 
 def int32_rows(rows: Sequence[Sequence[int]]) -> torch.Tensor:
-    """A host table's rows (tuples of equal length) as an int32 (rows, fields) tensor. Through
-    an array: torch.tensor on a list of tuples takes ~110 ns per value, and a new problem's
-    units table can hold tens of thousands."""
+    """A host table's rows (tuples of equal length) as an int32 (rows, fields) tensor, packed
+    by one struct call: ~20 ns per value, where torch.tensor on a list of tuples takes ~110
+    and an array from an iterator ~55; a new problem's units table holds thousands."""
     if not rows:
         return torch.empty((0, 0), dtype=torch.int32)
-    flat = array.array("i", chain.from_iterable(rows))
+    count = len(rows) * len(rows[0])
+    flat = bytearray(4 * count)
+    struct.pack_into(f"={count}i", flat, 0, *chain.from_iterable(rows))
     return torch.frombuffer(flat, dtype=torch.int32).view(len(rows), -1)
 
 

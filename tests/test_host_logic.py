@@ -405,3 +405,13 @@ def test_the_completion_check_catches_a_deadlock():
         ctas=((u(0, 0, 0, 4, 8, submission.UNIT_FIXUP, 0, 0),), (u(0, 0, 0, 0, 4, submission.UNIT_PARTIAL, 0, -1),)),
         starts=((0,), (0,)), num_slots=1)
     assert not _runs_to_completion(bad, 1) and _runs_to_completion(bad, 2)
+
+
+def test_int32_rows_matches_torch_tensor():
+    """The schedule tables' packing (int32_rows) gives torch.tensor's int32 table, negative
+    fields (a FIXUP's prev of -1) and work units included."""
+    units = [submission.WorkUnit(3, 1, 7, 0, 28), submission.WorkUnit(0, 0, 2, 4, 9, 2, 0, 5)]
+    assert torch.equal(submission.int32_rows(units), torch.tensor(units, dtype=torch.int32))
+    ranges = [(0, 2, 2, 3), (5, 5, 6, 8)]
+    assert torch.equal(submission.int32_rows(ranges), torch.tensor(ranges, dtype=torch.int32))
+    assert submission.int32_rows([]).numel() == 0
