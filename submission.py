@@ -4255,10 +4255,17 @@ def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms:
     return _sm90_work_schedule(tuple(map(tuple, sizes)), cfg, num_sms, sm90_cost_model(cfg), balance)
 
 
+@functools.lru_cache(maxsize=32)
+def _sm90_tiles(sizes: tuple, tile_n: int, widths: tuple) -> tuple[tuple, tuple[int, ...], tuple[int, ...]]:
+    """(schedule rows, tiles per phase, K-tiles per group) of phased_tile_schedule, kept
+    for the schedule generators and sm90_may_beat's probe of the same candidate."""
+    rows, phase_sizes = phased_tile_schedule(sizes, tile_n, widths)
+    return tuple(rows), phase_sizes, tuple(k // SM90_PACKED_K_TILE for _, _, k, _ in sizes)
+
+
 @functools.lru_cache(maxsize=32)  # a few problems' candidates (about 6 each)
 def _sm90_work_schedule(sizes: tuple, cfg: Sm90Config, num_sms: int, costs: tuple, balance) -> WorkSchedule:
-    rows, phase_sizes = phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
-    k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
+    rows, phase_sizes, k_tiles = _sm90_tiles(sizes, cfg.tile_n, cfg.widths)
     if not cfg.stream_k:
         return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
     if balance is not None and len(rows) <= num_sms:
@@ -4319,10 +4326,9 @@ def sm90_may_beat(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int,
     order); True otherwise, and always for a config not split by stream_k_units."""
     if not cfg.stream_k or makespan == math.inf:
         return True
-    rows, phase_sizes = phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
+    rows, phase_sizes, k_tiles = _sm90_tiles(tuple(map(tuple, sizes)), cfg.tile_n, cfg.widths)
     if cfg.tile_n in SM90_BALANCED_TILE_N and len(rows) <= num_sms:
         return True  # balanced_units (sm90_work_schedule)
-    k_tiles = [k // SM90_PACKED_K_TILE for _, _, k, _ in sizes]
     return stream_k_fits(makespan * (1 + SM90_BOUND_MARGIN), rows, phase_sizes, k_tiles, num_sms,
                          *sm90_cost_model(cfg))
 
