@@ -4255,6 +4255,12 @@ def sm90_work_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms:
     return _sm90_work_schedule(tuple(map(tuple, sizes)), cfg, num_sms, sm90_cost_model(cfg), balance)
 
 
+def sm90_splits_balanced(cfg: Sm90Config, num_tiles: int, num_sms: int) -> bool:
+    """Whether a split config's pieces come from balanced_units (a one-wave problem at a
+    SM90_BALANCED_TILE_N width) rather than stream_k_units."""
+    return cfg.stream_k and cfg.tile_n in SM90_BALANCED_TILE_N and num_tiles <= num_sms
+
+
 @functools.lru_cache(maxsize=32)
 def _sm90_tiles(sizes: tuple, tile_n: int, widths: tuple) -> tuple[tuple, tuple[int, ...], tuple[int, ...]]:
     """(schedule rows, tiles per phase, K-tiles per group) of phased_tile_schedule, kept
@@ -4268,7 +4274,7 @@ def _sm90_work_schedule(sizes: tuple, cfg: Sm90Config, num_sms: int, costs: tupl
     rows, phase_sizes, k_tiles = _sm90_tiles(sizes, cfg.tile_n, cfg.widths)
     if not cfg.stream_k:
         return round_robin_units(rows, phase_sizes, k_tiles, persistent_grid(len(rows), num_sms))
-    if balance is not None and len(rows) <= num_sms:
+    if balance is not None and sm90_splits_balanced(cfg, len(rows), num_sms):
         kt_us, unit_us, fixup_us = balance
         return balanced_units(rows, phase_sizes, k_tiles, num_sms, list(kt_us), unit_us, fixup_us)
     return stream_k_units(rows, phase_sizes, k_tiles, num_sms, *costs)
@@ -4327,8 +4333,8 @@ def sm90_may_beat(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int,
     if not cfg.stream_k or makespan == math.inf:
         return True
     rows, phase_sizes, k_tiles = _sm90_tiles(tuple(map(tuple, sizes)), cfg.tile_n, cfg.widths)
-    if cfg.tile_n in SM90_BALANCED_TILE_N and len(rows) <= num_sms:
-        return True  # balanced_units (sm90_work_schedule)
+    if sm90_splits_balanced(cfg, len(rows), num_sms):
+        return True
     return stream_k_fits(makespan * (1 + SM90_BOUND_MARGIN), rows, phase_sizes, k_tiles, num_sms,
                          *sm90_cost_model(cfg))
 
