@@ -345,6 +345,14 @@ RANGE_FIELDS = MAX_PHASES + 1  # a CTA's phase starts and end in WorkSchedule.ta
 
 
 class WorkUnit(NamedTuple):
+    """One unit of a CTA's list, as tests and tools read it. The schedule generators build
+    the same fields as plain tuples (WorkSchedule.cta_units): CPython's garbage collector
+    stops tracking a tuple of ints after its first collection, never a NamedTuple, and a
+    cached schedule holds hundreds of units. Tracked objects that live on in caches count
+    towards the next full collection, which walks every object of the process (about 0.2 s
+    for a bare torch process on a 2-core CPU): a few hundred per new problem size cost
+    milliseconds per call on average (notes/measurements.md, seventeenth session)."""
+
     group: int
     tm: int  # tile index along M
     tn: int  # tile index along N
@@ -359,31 +367,36 @@ class WorkUnit(NamedTuple):
 class WorkSchedule:
     """Per CTA, its units in processing order, phase by phase (split_tiles_by_width: full
     tiles first, then each narrower width); `starts[c][p]` is CTA c's first unit of phase
-    p, and len(ctas[c]) its end."""
+    p, and len(cta_units[c]) its end."""
 
-    ctas: tuple[tuple[WorkUnit, ...], ...]
+    cta_units: tuple[tuple[tuple[int, ...], ...], ...]  # WorkUnit's fields, as plain tuples
     starts: tuple[tuple[int, ...], ...]
     num_slots: int  # workspace slots of partial sums, one per PARTIAL (0: nothing is split)
 
+    @property
+    def ctas(self) -> tuple[tuple[WorkUnit, ...], ...]:
+        """cta_units as WorkUnits, made on each access (for tests and tools)."""
+        return tuple(tuple(map(WorkUnit._make, cta)) for cta in self.cta_units)
+
     def phases(self, c: int) -> list[int]:
         """The phase of each of CTA c's units."""
-        bounds = self.starts[c] + (len(self.ctas[c]),)
+        bounds = self.starts[c] + (len(self.cta_units[c]),)
         return [p for p in range(len(bounds) - 1) for _ in range(bounds[p], bounds[p + 1])]
 
     @property
     def unit_stride(self) -> int:
         """Units table rows per CTA: CTA c's units start at row c * unit_stride, so that a
         kernel can fetch its first unit before it has read its ranges row."""
-        return max(1, max(map(len, self.ctas), default=0))
+        return max(1, max(map(len, self.cta_units), default=0))
 
-    def tables(self) -> tuple[list[tuple[int, ...]], list[WorkUnit]]:
+    def tables(self) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
         """(ranges, units): CTA c walks units[r[p]:r[p + 1]] in phase p = 0, 1, .. of
         r = ranges[c] = (phase starts .., end), padded with zeros to RANGE_FIELDS. CTA c's
         units begin at row c * unit_stride; the rows after its last are zeros, never walked."""
         ranges, units = [], []
-        pad = WorkUnit(0, 0, 0, 0, 0)
+        pad = (0,) * UNIT_FIELDS
         stride = self.unit_stride  # a max over the CTAs: once, not per CTA
-        for c, (cta, starts) in enumerate(zip(self.ctas, self.starts)):
+        for c, (cta, starts) in enumerate(zip(self.cta_units, self.starts)):
             base = c * stride
             row = tuple(base + s for s in starts) + (base + len(cta),)
             ranges.append(row + (0,) * (RANGE_FIELDS - len(row)))
@@ -402,7 +415,7 @@ def round_robin_units(
 ) -> WorkSchedule:
     """Whole tiles, schedule row i on CTA i % grid (the phases continue one round robin).
     k_tiles[g]: K-tiles of group g."""
-    units = [WorkUnit(g, tm, tn, 0, k_tiles[g]) for g, tm, tn in rows]
+    units = [(g, tm, tn, 0, k_tiles[g], UNIT_WHOLE, 0, -1) for g, tm, tn in rows]
     phase = phase_of_rows(phase_sizes)
     ctas = tuple(tuple(units[c::grid]) for c in range(grid))
     starts = tuple(_phase_starts(phase[c::grid], len(phase_sizes)) for c in range(grid))
@@ -545,7 +558,7 @@ def stream_k_units(
                 role = (UNIT_FIXUP, 0, slot_of[c - 1])
             else:
                 role = (UNIT_WHOLE, 0, -1)
-            units.append(WorkUnit(*rows[order[j]], lo_kt, hi_kt, *role))
+            units.append((*rows[order[j]], lo_kt, hi_kt, *role))
             phases.append(phase[order[j]])
         ctas.append(tuple(units))
         starts.append(_phase_starts(phases, len(phase_sizes)))
@@ -652,8 +665,8 @@ def balanced_units(
             continue
         units = sorted(pieces[c], key=lambda p: (phase[p[0]], rank[p[3]]))
         ctas.append(tuple(
-            WorkUnit(*rows[i], kt0, kt1, role, slot if role == UNIT_PARTIAL else 0,
-                     slot if role == UNIT_FIXUP else -1)
+            (*rows[i], kt0, kt1, role, slot if role == UNIT_PARTIAL else 0,
+             slot if role == UNIT_FIXUP else -1)
             for i, kt0, kt1, role, slot in units
         ))
         starts.append(_phase_starts([phase[p[0]] for p in units], len(phase_sizes)))
@@ -664,11 +677,11 @@ def modeled_cta_us(ws: WorkSchedule, kt_us: Sequence[float], unit_us: float,
                    fixup_us: float) -> list[float]:
     """Each CTA's modeled time under the same accounting as stream_k_units."""
     loads = []
-    for c, cta in enumerate(ws.ctas):
+    for c, cta in enumerate(ws.cta_units):
         t = 0.0
-        for u, p in zip(cta, ws.phases(c)):
-            t += (u.kt1 - u.kt0) * kt_us[p] + unit_us
-            if u.role != UNIT_WHOLE:
+        for (_, _, _, kt0, kt1, role, _, _), p in zip(cta, ws.phases(c)):
+            t += (kt1 - kt0) * kt_us[p] + unit_us
+            if role != UNIT_WHOLE:
                 t += fixup_us
         loads.append(t)
     return loads
@@ -931,7 +944,7 @@ class TileSchedule:
 
     sizes: torch.Tensor  # (G, 4) int32
     tables: dict  # name -> (rows, fields) int32 device tensor
-    host: HostSchedule  # the grid, the tile count and the split-K scratch sizes
+    host: HostSchedule  # the grid, the tile count and the split-K scratch sizes (no rows)
     ready: Any = None  # StreamReady of the uploads (None off CUDA)
 
     @property
@@ -1105,13 +1118,18 @@ class GroupedGemmRunner:
         return list(entry.outputs)
 
     @staticmethod
-    def layout_key(data) -> tuple | None:
+    def layout_key(data, stored: bool = False) -> tuple | None:
         """Address, dtype, shape and strides of every tensor the kernel touches, then the
         sizes; None where data is not made of tensors with storage (validation then says
-        what is wrong)."""
+        what is wrong). A key to be stored has each shape as a tuple, equal to the
+        torch.Size of a lookup's key and of the same hash: the garbage collector stops
+        tracking a tuple of ints, never a torch.Size (see WorkUnit)."""
         try:
             abc, _, sfr, sizes = data
-            key = (*((t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)), *sizes)
+            fields = ((t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr))
+            if stored:
+                fields = ((p, d, tuple(shape), st) for p, d, shape, st in fields)
+            key = (*fields, *sizes)
             hash(key)
         except (AttributeError, TypeError, ValueError, RuntimeError):
             return None
@@ -1209,7 +1227,7 @@ class GroupedGemmRunner:
         key = self.call_key(data)
         if key is not None:
             self._remember_call(key, data, table)
-        layout = self.layout_key(data)
+        layout = self.layout_key(data, stored=True)
         if layout is not None:
             self.layouts.put(layout, (config, sizes, ptrs))
         return outputs
@@ -1226,7 +1244,8 @@ class GroupedGemmRunner:
         tables = {name: to_device_async(int32_rows(rows), device)
                   for name, rows in host.tables.items()}
         sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
-        return TileSchedule(sizes_dev, tables, host, stream_ready(device))
+        # the host rows are not kept: uploaded, they are only garbage for the collector to walk
+        return TileSchedule(sizes_dev, tables, dataclasses.replace(host, tables={}), stream_ready(device))
 
     def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
         ptr_dev = to_device_async(torch.tensor(ptrs, dtype=torch.int64), device)
@@ -4289,7 +4308,7 @@ def sm90_schedule(sizes: Sequence[Sequence[int]], cfg: Sm90Config, num_sms: int)
     ws = sm90_work_schedule(sizes, cfg, num_sms)
     ranges, units = ws.tables()
     return HostSchedule(
-        {"ranges": ranges, "units": units}, sum(map(len, ws.ctas)), len(ranges),
+        {"ranges": ranges, "units": units}, sum(map(len, ws.cta_units)), len(ranges),
         workspace_floats=ws.num_slots * sm90_partial_floats(cfg),
         num_flags=ws.num_slots * cfg.consumer_wgs,  # one arrival flag per slot and WG
         unit_stride=ws.unit_stride,

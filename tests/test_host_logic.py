@@ -402,7 +402,7 @@ def test_the_completion_check_catches_a_deadlock():
     # resident at a time: the check must say no
     u = submission.WorkUnit
     bad = submission.WorkSchedule(
-        ctas=((u(0, 0, 0, 4, 8, submission.UNIT_FIXUP, 0, 0),), (u(0, 0, 0, 0, 4, submission.UNIT_PARTIAL, 0, -1),)),
+        cta_units=((u(0, 0, 0, 4, 8, submission.UNIT_FIXUP, 0, 0),), (u(0, 0, 0, 0, 4, submission.UNIT_PARTIAL, 0, -1),)),
         starts=((0,), (0,)), num_slots=1)
     assert not _runs_to_completion(bad, 1) and _runs_to_completion(bad, 2)
 

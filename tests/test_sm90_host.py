@@ -696,3 +696,49 @@ def test_perfect_balance_bound_tool():
         bound, _, _ = B.best_bound(a["m"], a["n"], a["k"])
         roofline = flops_of(a) / (full_rate_tflops * 1e6)
         assert bound >= roofline * (1 - 1e-9), (case, bound, roofline)
+
+
+def test_new_problem_sizes_leave_few_objects_for_the_garbage_collector():
+    """A call with new sizes caches a schedule, a pointer table and a call entry. What it
+    leaves for CPython's collector to track must not grow with the schedule's units: every
+    tracked object that lives on counts towards the next full collection, which walks
+    every object of the process (WorkUnit's docstring). The schedules here hold hundreds
+    of units each; what stays tracked is a few dozen objects per call (the call entry's
+    40 weak references among them). Before the units were kept as plain tuples, this
+    measured about 700 per call."""
+    import dataclasses
+    import gc
+    import random
+
+    import reference
+
+    def compile_stub(config):  # no kernel: the host path alone, choice and schedule included
+        return S.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
+
+    runner = S.GroupedGemmRunner(dataclasses.replace(S.sm90_backend(), compile=compile_stub),
+                                 num_sms=132, self_check=False)
+    rng = random.Random(0)
+    inputs = [reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[4096] * 8,
+                                       k=[7168] * 8, g=8, seed=i) for i in range(7)]
+
+    def call(data):
+        problem = S.validate_inputs(data)
+        config, reason = runner.plan(problem)
+        assert reason is None
+        runner.run(data, problem, config)
+
+    def settled_count():
+        # a tuple is untracked when a collection finds its items untracked; a nested one
+        # may take a collection per level, depending on the order of the collector's lists
+        for _ in range(3):
+            gc.collect()
+        return len(gc.get_objects())
+
+    call(inputs[0])
+    before = settled_count()
+    for data in inputs[1:]:
+        call(data)
+    per_call = (settled_count() - before) / (len(inputs) - 1)
+    units = [s.host.num_tiles for s in runner.schedules._data.values()]
+    assert len(units) == len(inputs) and min(units) >= 200  # the schedules are big ones
+    assert per_call < 150, per_call

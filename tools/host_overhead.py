@@ -5,14 +5,17 @@ On a GPU this times the real path (no synchronization inside the timed loop, so 
 figure is the host's work plus the launch call). Without a GPU the kernel launch is
 stubbed out, which measures the wrapper alone.
 
-    python tools/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes]
+    python tools/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes] [--new-sizes-stream 600]
 
 --new-sizes adds the host time of calls whose problem sizes were never seen (a
 mixture-of-experts layer whose M per expert changes every call): validation, the config
 choice (which models every candidate's schedule), the schedule, descriptors and launch.
+--new-sizes-stream N times N such calls on inputs made one per call and reports the mean
+with the garbage collector's share (see new_sizes_stream).
 """
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -151,6 +154,51 @@ def new_sizes_us(calls: int = 40, seed: int = 0, n: int = 4096, k: int = 512) ->
     return first_calls_us(sets[1:])
 
 
+def new_sizes_stream(calls: int, seed: int = 0, n: int = 4096, k: int = 512) -> dict:
+    """Host time of `calls` calls with new sizes each, as a mixture-of-experts layer makes
+    them: G = 8, M random in 16..256, each call's inputs made just before it (outside the
+    timed region) and dropped after it, as a model's activations are. Unlike
+    new_sizes_us's median over inputs made up front, the mean here includes the garbage
+    collector's share: its collections run inside whichever call allocates past a
+    threshold, and a full one walks every object of the process. Reports the mean,
+    median, 99th percentile and worst call, and the collections of each generation with
+    the time they took, during the timed calls."""
+    rng = random.Random(seed)
+
+    def make(i):
+        return reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[n] * 8,
+                                        k=[k] * 8, g=8, seed=seed + i)
+
+    submission.custom_kernel(make(0))  # compile and first-call set-up outside the figure
+    gen = {}
+    started = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            count, total = gen.get(info["generation"], (0, 0.0))
+            gen[info["generation"]] = (count + 1, total + time.perf_counter() - started.pop())
+
+    samples = []
+    for i in range(1, calls + 1):
+        data = make(i)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        gc.callbacks.append(on_gc)
+        t0 = time.perf_counter()
+        submission.custom_kernel(data)
+        samples.append((time.perf_counter() - t0) * 1e6)
+        gc.callbacks.remove(on_gc)  # collections outside the call (the inputs' making) not counted
+        del data
+    samples.sort()
+    return {
+        "mean_us": statistics.mean(samples), "median_us": statistics.median(samples),
+        "p99_us": samples[int(0.99 * (len(samples) - 1))], "max_us": samples[-1],
+        "gc": {f"gen{g}": {"collections": c, "ms": t * 1e3} for g, (c, t) in sorted(gen.items())},
+    }
+
+
 def breakdown(data, calls: int) -> dict:
     """Median CPU time of the fast path's pieces: building the call key, the cache lookup,
     and the bound kernel launch alone (GPU drained between samples)."""
@@ -184,6 +232,8 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
     parser.add_argument("--new-sizes", action="store_true", help="also time calls with sizes never seen")
+    parser.add_argument("--new-sizes-stream", type=int, metavar="CALLS", default=0,
+                        help="also time CALLS calls with new sizes, inputs made per call (mean with the GC's share)")
     args = parser.parse_args()
     stubbed = not torch.cuda.is_available()
     if stubbed:
@@ -211,6 +261,15 @@ def main() -> int:
             name = f"G=8 N={n} K={k} new sizes"
             results.append({"case": name, "new_sizes_us": us})
             print(f"{name:<32} host us per call: {us:.0f} (median of 39)")
+    if args.new_sizes_stream:
+        for n, k in ((4096, 512), (4096, 7168)):
+            r = new_sizes_stream(args.new_sizes_stream, n=n, k=k)
+            name = f"G=8 N={n} K={k} new sizes, stream"
+            results.append({"case": name, **r})
+            collections = ", ".join(f"{g} {v['collections']} in {v['ms']:.1f} ms" for g, v in r["gc"].items())
+            print(f"{name:<32} host us per call over {args.new_sizes_stream}: mean {r['mean_us']:.0f}, median "
+                  f"{r['median_us']:.0f}, p99 {r['p99_us']:.0f}, worst {r['max_us']:.0f}; collections: "
+                  f"{collections or 'none'}")
     if not stubbed:
         floor = launch_floor_us(args.calls)
         results.append({"case": "launch floor (torch.cuda._sleep)", "back_to_back_us": floor})

@@ -41,6 +41,12 @@ def problems() -> list[tuple]:
     return out
 
 
+def plain(ws) -> tuple:
+    """A WorkSchedule as plain tuples (units, phase starts, slots), comparable between two
+    versions of the class (its units were WorkUnits in a field named ctas until the seventeenth session)."""
+    return tuple(tuple(map(tuple, cta)) for cta in ws.ctas), ws.starts, ws.num_slots
+
+
 def record(module: str, out: str) -> None:
     """(sizes, SMs, chosen, {config: schedule}, {config: makespan}) per case, pickled."""
     import importlib.util
@@ -55,7 +61,7 @@ def record(module: str, out: str) -> None:
             cands = [S.make_sm90_config(n, narrow=w, stream_k=sk)
                      for sk in (False, True) for n in (128, 256) for w in ((96, 64), (64,))]
             rows.append((sizes, sms, S.choose_sm90_config(sizes, sms),
-                         {c: S.sm90_work_schedule(sizes, c, sms) for c in cands},
+                         {c: plain(S.sm90_work_schedule(sizes, c, sms)) for c in cands},
                          {c: S.sm90_makespan_us(sizes, c, sms) for c in cands}))
     Path(out).write_bytes(pickle.dumps(rows))
 
