@@ -827,47 +827,46 @@ class LruCache:
         return key in self._data
 
 
-class CallCache(LruCache):
-    """The LRU cache of calls seen before, built for the fast path: one tuple hash per
-    lookup. Python does not cache a tuple's hash, and OrderedDict.get + move_to_end would
-    hash a 40-element key twice, so entries are filed under the key's hash and keep the key
-    itself; a lookup is one hash, one int-keyed probe and one tuple comparison. Two keys
-    with the same hash simply replace each other. The entry of the latest hit is checked
-    first, by comparison alone: a benchmark repeats one call."""
+class HashedLruCache(LruCache):
+    """An LRU cache for the fast paths' long tuple keys (a call's tensor ids, or its
+    tensors' layouts): one tuple hash per lookup. Python does not cache a tuple's hash,
+    and OrderedDict.get + move_to_end would hash the key twice, so items are filed under
+    the key's hash as (key, value); a lookup is one hash, one int-keyed probe and one
+    tuple comparison. Two keys with the same hash simply replace each other. The item of
+    the latest hit is checked first, by comparison alone: a benchmark repeats one call."""
 
     def __init__(self, maxsize: int):
         super().__init__(maxsize)
-        self._latest = None
+        self._latest = None  # (key, value) of the latest hit
 
     def get(self, key):
         latest = self._latest
-        if latest is not None and latest.key == key:
+        if latest is not None and latest[0] == key:
             self.hits += 1
-            return latest
+            return latest[1]
         h = hash(key)
-        entry = self._data.get(h)
-        if entry is None or entry.key != key:
+        item = self._data.get(h)
+        if item is None or item[0] != key:
             self.misses += 1
             return None
         self._data.move_to_end(h)
         self.hits += 1
-        self._latest = entry
-        return entry
+        self._latest = item
+        return item[1]
 
-    def put(self, key, entry) -> None:
+    def put(self, key, value) -> None:
         latest = self._latest
-        if latest is not None and (h := hash(latest.key)) in self._data:
+        if latest is not None and (h := hash(latest[0])) in self._data:
             self._data.move_to_end(h)  # its hits by comparison count as use
         self._latest = None
-        entry.key = key
-        super().put(hash(key), entry)
+        super().put(hash(key), (key, value))
 
     def pop(self, key) -> None:
         h = hash(key)
-        entry = self._data.get(h)
-        if entry is not None and entry.key == key:
+        item = self._data.get(h)
+        if item is not None and item[0] == key:
             del self._data[h]
-            if entry is self._latest:
+            if item is self._latest:
                 self._latest = None
 
     def clear(self) -> None:
@@ -875,8 +874,8 @@ class CallCache(LruCache):
         self._latest = None
 
     def __contains__(self, key) -> bool:
-        entry = self._data.get(hash(key))
-        return entry is not None and entry.key == key
+        item = self._data.get(hash(key))
+        return item is not None and item[0] == key
 
 
 # ======================================================================================
@@ -1022,7 +1021,6 @@ class CallEntry:
     table: PointerTable
     outputs: list
     refs: list
-    key: tuple = ()
 
 
 def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
@@ -1083,8 +1081,8 @@ class GroupedGemmRunner:
         self.plans = LruCache(maxsize)
         self.schedules = LruCache(maxsize)
         self.pointers = LruCache(maxsize)
-        self.calls = CallCache(maxsize)
-        self.layouts = LruCache(maxsize)
+        self.calls = HashedLruCache(maxsize)
+        self.layouts = HashedLruCache(maxsize)
         self.checked = LruCache(maxsize)
         self.rejected: dict = {}  # config -> why its self-check failed
 
@@ -1120,20 +1118,22 @@ class GroupedGemmRunner:
     @staticmethod
     def layout_key(data, stored: bool = False) -> tuple | None:
         """Address, dtype, shape and strides of every tensor the kernel touches, then the
-        sizes; None where data is not made of tensors with storage (validation then says
-        what is wrong). A key to be stored has each shape as a tuple, equal to the
-        torch.Size of a lookup's key and of the same hash: the garbage collector stops
-        tracking a tuple of ints, never a torch.Size (see WorkUnit)."""
+        sizes; None where data is not made of tensors with storage, or its sizes are not
+        hashable (validation then says what is wrong, or the call takes the slow path). A
+        key to be stored has each shape as a tuple, equal to the torch.Size of a lookup's
+        key and of the same hash: the garbage collector stops tracking a tuple of ints,
+        never a torch.Size (see WorkUnit). Only a stored key is hashed here; a lookup's is
+        hashed once, by the cache."""
         try:
             abc, _, sfr, sizes = data
-            fields = ((t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr))
             if stored:
-                fields = ((p, d, tuple(shape), st) for p, d, shape, st in fields)
-            key = (*fields, *sizes)
-            hash(key)
+                fields = [(t.data_ptr(), t.dtype, tuple(t.shape), t.stride()) for t in chain(*abc, *sfr)]
+                key = (*fields, *sizes)
+                hash(key)
+                return key
+            return (*[(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)], *sizes)
         except (AttributeError, TypeError, ValueError, RuntimeError):
             return None
-        return key
 
     def run_same_layout(self, data):
         """The launch for new tensor objects over the memory of an earlier call, or None:
@@ -1146,7 +1146,10 @@ class GroupedGemmRunner:
         is harmless: other tensors at those addresses with that layout are addressed by the
         same descriptors."""
         key = self.layout_key(data)
-        table_key = None if key is None else self.layouts.get(key)
+        try:
+            table_key = None if key is None else self.layouts.get(key)
+        except TypeError:  # sizes given as lists: no fast path for this call
+            return None
         table = None if table_key is None else self.pointers.get(table_key)
         if table is None:
             return None

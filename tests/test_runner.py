@@ -307,7 +307,7 @@ def test_call_cache_keys_by_hash_but_never_confuses_colliding_keys():
     # hash(-1) == hash(-2) in CPython, so these two keys collide
     a, b = (-1, 7), (-2, 7)
     assert hash(a) == hash(b)
-    cache = submission.CallCache(4)
+    cache = submission.HashedLruCache(4)
     entry_a = submission.CallEntry(table=None, outputs=[], refs=[])
     cache.put(a, entry_a)
     assert cache.get(b) is None and b not in cache
@@ -322,7 +322,7 @@ def test_call_cache_keys_by_hash_but_never_confuses_colliding_keys():
 
 
 def test_call_cache_latest_hit_shortcut_is_invalidated_and_keeps_lru_order():
-    cache = submission.CallCache(2)
+    cache = submission.HashedLruCache(2)
     entries = {k: submission.CallEntry(table=None, outputs=[], refs=[]) for k in ("a", "b", "c")}
     cache.put(("a",), entries["a"])
     cache.put(("b",), entries["b"])
