@@ -42,6 +42,7 @@ import heapq
 import math
 import os
 import struct
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -782,8 +783,21 @@ def first_mismatch(outputs: Sequence[torch.Tensor], expected: Sequence[torch.Ten
 # ======================================================================================
 # 4. Caches
 # ======================================================================================
+def _touch(data: OrderedDict, key) -> None:
+    """Mark key most recently used, unless another thread (or a weakref callback) has just
+    removed it."""
+    try:
+        data.move_to_end(key)
+    except KeyError:
+        pass
+
+
 class LruCache:
-    """A bounded mapping that evicts the least recently used entry; counts hits and misses."""
+    """A bounded mapping that evicts the least recently used entry; counts hits and misses.
+
+    Lookups may run on several threads at once, and beside a put on another thread or a
+    weakref callback's pop (the runner serializes its puts; see GroupedGemmRunner): an
+    entry that leaves between a lookup's get and its move_to_end is still returned."""
 
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
@@ -796,15 +810,18 @@ class LruCache:
         if value is None:
             self.misses += 1
             return None
-        self._data.move_to_end(key)
+        _touch(self._data, key)
         self.hits += 1
         return value
 
     def put(self, key, value) -> None:
         self._data[key] = value
-        self._data.move_to_end(key)
+        _touch(self._data, key)
         while len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
+            try:
+                self._data.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
 
     def get_or_create(self, key, create: Callable[[], Any]):
         value = self.get(key)
@@ -849,15 +866,15 @@ class HashedLruCache(LruCache):
         if item is None or item[0] != key:
             self.misses += 1
             return None
-        self._data.move_to_end(h)
+        _touch(self._data, h)
         self.hits += 1
         self._latest = item
         return item[1]
 
     def put(self, key, value) -> None:
         latest = self._latest
-        if latest is not None and (h := hash(latest[0])) in self._data:
-            self._data.move_to_end(h)  # its hits by comparison count as use
+        if latest is not None:
+            _touch(self._data, hash(latest[0]))  # its hits by comparison count as use
         self._latest = None
         super().put(hash(key), (key, value))
 
@@ -865,7 +882,7 @@ class HashedLruCache(LruCache):
         h = hash(key)
         item = self._data.get(h)
         if item is not None and item[0] == key:
-            del self._data[h]
+            self._data.pop(h, None)
             if item is self._latest:
                 self._latest = None
 
@@ -1064,6 +1081,11 @@ class GroupedGemmRunner:
     whose config is not self-checked yet on its sizes, returns None from run() and the
     caller takes a fallback path, which is capturable. Warm the call up with the tensors
     the graph will use to capture the kernel itself.
+
+    Threads: the slow path (plan and run: the choice, compiles, schedules, tables and
+    every cache put) holds the runner's lock, so two threads never build the same thing
+    or interleave puts. The fast paths take no lock: their lookups tolerate a concurrent
+    put or pop (LruCache), and a launch is bound per stream (bind_launch).
     """
 
     def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
@@ -1085,6 +1107,7 @@ class GroupedGemmRunner:
         self.layouts = HashedLruCache(maxsize)
         self.checked = LruCache(maxsize)
         self.rejected: dict = {}  # config -> why its self-check failed
+        self._lock = threading.RLock()  # the slow path's (run may re-enter under a device guard)
 
     @staticmethod
     def call_key(data) -> tuple | None:
@@ -1175,7 +1198,8 @@ class GroupedGemmRunner:
             return None, f"the kernel stores C by TMA only ({problem.c_misaligned})"
         if not sizes:
             return None, "every group is empty"
-        config, reason = self.plans.get_or_create(sizes, lambda: self._plan(sizes))
+        with self._lock:
+            config, reason = self.plans.get_or_create(sizes, lambda: self._plan(sizes))
         if config in self.rejected:
             return None, f"{config} failed its self-check ({self.rejected[config]})"
         return config, reason
@@ -1188,9 +1212,13 @@ class GroupedGemmRunner:
     def run(self, data, problem: GroupedProblem, config) -> list | None:
         """Slow path: compile, schedule and descriptors through their caches, then launch.
         None under graph capture when the call would have to build or check anything."""
+        with self._lock:
+            return self._run(data, problem, config)
+
+    def _run(self, data, problem: GroupedProblem, config) -> list | None:
         if self._other_device_current():
             with torch.cuda.device(self.device_index):
-                return self.run(data, problem, config)
+                return self._run(data, problem, config)
         b = self.backend
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
@@ -1331,26 +1359,33 @@ def bind_launch(fn, args: tuple, device_index: int,
     array in a Python loop on each call. Here that is done once per stream: the first launch
     goes through the DSL (which loads the module and creates its executor), later ones call
     the executor's C entry point on the packed array kept from then (direct_launcher).
+    Each stream's launcher owns the argument storage its C pointers point into, so a
+    thread that fetched it before the table of streams is cleared still launches safely;
+    first launches are serialized by a lock.
     """
     bound: dict[int, Callable[[], None]] = {}
-    keep: dict[int, tuple] = {}
+    lock = threading.Lock()
 
     def first_launch(raw: int) -> None:
-        if on_new_stream is not None:
-            on_new_stream(raw)
-        if len(bound) > 8:
-            bound.clear()
-            keep.clear()
-        full = (*args, cuda.CUstream(raw))
-        if not hasattr(fn, "generate_execution_args"):
-            bound[raw] = functools.partial(fn, *full)
-            bound[raw]()
-            return
-        exe_args, keep_alive = fn.generate_execution_args(*full)
-        fn.run_compiled_program(exe_args)
-        direct = direct_launcher(fn, exe_args)
-        bound[raw] = direct or functools.partial(fn.run_compiled_program, exe_args)
-        keep[raw] = (exe_args, keep_alive, full)  # the C pointers point into these
+        with lock:
+            fast = bound.get(raw)  # another thread may have bound this stream meanwhile
+            if fast is not None:
+                fast()
+                return
+            if on_new_stream is not None:
+                on_new_stream(raw)
+            if len(bound) > 8:
+                bound.clear()
+            full = (*args, cuda.CUstream(raw))
+            if not hasattr(fn, "generate_execution_args"):
+                bound[raw] = functools.partial(fn, *full)
+                bound[raw]()
+                return
+            exe_args, keep_alive = fn.generate_execution_args(*full)
+            fn.run_compiled_program(exe_args)
+            fast = direct_launcher(fn, exe_args) or functools.partial(fn.run_compiled_program, exe_args)
+            fast.keep = (exe_args, keep_alive, full)  # the C pointers point into these
+            bound[raw] = fast
 
     def launch() -> None:
         raw = torch._C._cuda_getCurrentRawStream(device_index)

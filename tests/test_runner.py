@@ -2,6 +2,7 @@
 fallbacks, and that nothing derived from input values is cached."""
 
 import gc
+import sys
 import warnings
 import weakref
 
@@ -826,3 +827,73 @@ def test_a_malformed_call_after_a_kernel_call_gets_the_validation_error(stub, ba
     assert submission.GroupedGemmRunner.layout_key(bad) is None
     with pytest.raises(ValueError):
         submission.custom_kernel(bad)
+
+
+def test_many_threads_share_one_runner_through_evictions(stub, monkeypatch):
+    """Eight threads call the kernel on twelve problems (six sizes, two tensor sets each,
+    some as fresh views) through caches of four entries, so that lookups, puts, evictions
+    and the tensors' weakref pops interleave: no call raises and every result is exact,
+    and each cache stays bounded."""
+    import random
+    import threading
+
+    runner = GroupedGemmRunner(stub.backend(), num_sms=132, maxsize=4)
+    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    sizes = [((40, 129), (128, 256), (256, 512)), ((64,), (128,), (256,)), ((96, 72, 8), (256, 128, 128), (256, 256, 512))]
+    pool = []
+    for i, (m, n, k) in enumerate(sizes * 2):
+        for seed in (10 * i + 1, 10 * i + 2):
+            data = stub.register(_data(seed, m=m, n=n, k=k))
+            pool.append((data, _expected(data)))
+    errors = []
+    # the switch interval down from 5 ms: threads swap inside the caches' methods too
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def worker(seed):
+        rng = random.Random(seed)
+        try:
+            for _ in range(60):
+                data, expected = pool[rng.randrange(len(pool))]
+                if rng.random() < 0.3:  # new tensor objects over the same memory
+                    data = ([tuple(t[:] for t in g) for g in data[0]], data[1],
+                            [tuple(t[:] for t in g) for g in data[2]], data[3])
+                out = submission.custom_kernel(data)
+                if not all(torch.equal(o, e) for o, e in zip(out, expected)):
+                    errors.append(f"thread {seed}: wrong result")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"thread {seed}: {type(e).__name__}: {e}")
+
+    try:
+        threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert not errors, errors[:3]
+    assert all(len(c) <= 4 for c in (runner.calls, runner.layouts, runner.pointers, runner.schedules))
+    assert runner.calls.hits > 0 and runner.layouts.hits > 0  # both fast paths were taken
+
+
+def test_concurrent_first_launches_on_one_stream_bind_it_once(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 5, raising=False)
+    monkeypatch.setattr(submission, "cuda", type("FakeDriver", (), {"CUstream": staticmethod(lambda r: f"s{r}")}))
+    log = []
+    gate = threading.Event()
+
+    def on_new_stream(raw):
+        gate.wait(0.2)  # hold the first thread inside its first launch
+        log.append(("new stream", raw))
+
+    launch = submission.bind_launch(lambda *args: log.append(("launch", args[-1])), (1, 2), 0, on_new_stream)
+    threads = [threading.Thread(target=launch) for _ in range(4)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert log.count(("new stream", 5)) == 1 and log.count(("launch", "s5")) == 4
