@@ -4625,10 +4625,11 @@ def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
     runner = _runners.get((device, path))
     if runner is None:
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count
-        runner = _runners[(device, path)] = GroupedGemmRunner(
+        # setdefault: of two threads that both found none, both use the one stored first
+        runner = _runners.setdefault((device, path), GroupedGemmRunner(
             _BACKENDS[path](), num_sms, self_check=requested_self_check(),
             capturing=functools.partial(stream_is_capturing, device.index), device_index=device.index,
-        )
+        ))
     return runner
 
 

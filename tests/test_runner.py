@@ -897,3 +897,25 @@ def test_concurrent_first_launches_on_one_stream_bind_it_once(monkeypatch):
     for t in threads:
         t.join()
     assert log.count(("new stream", 5)) == 1 and log.count(("launch", "s5")) == 4
+
+
+def test_threads_that_both_find_no_runner_share_one(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(submission, "_runners", {})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"multi_processor_count": 132}))
+
+    def slow_backend():  # both threads inside the constructor's arguments at once
+        time.sleep(0.05)
+        return StubKernel().backend()
+
+    monkeypatch.setitem(submission._BACKENDS, "stub", slow_backend)
+    device = torch.device("cuda", 0)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(submission.get_runner(device, "stub"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and all(r is got[0] for r in got) and submission._runners[(device, "stub")] is got[0]
