@@ -26,5 +26,5 @@ if [ "$PART" != bench ]; then
 timeout 330 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tail -3 | tee -a $L
 timeout 40 python3 eval.py test 2>&1 | tail -2 | tee -a $L
 for tool in racecheck memcheck; do timeout 150 compute-sanitizer --tool $tool --report-api-errors no python3 tools/sanitize_case.py > /tmp/san.txt 2>&1; echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|bit-exact|within|MISMATCH' /tmp/san.txt | tr '\n' ' ')" | tee -a $L; done
-timeout 90 python3 tools/host_overhead.py --calls 300 --breakdown --new-sizes --json $OUT/host.json 2>&1 | tail -14 | tee -a $L
+timeout 120 python3 tools/host_overhead.py --calls 300 --breakdown --new-sizes --new-sizes-stream 300 --json $OUT/host.json 2>&1 | tail -16 | tee -a $L
 fi
