@@ -157,7 +157,7 @@ def _blocked_scale_strides(rows: int, k: int) -> tuple[int, ...]:
 def _check_sizes(g: int, size: Sequence[int]) -> tuple[int, int, int, int]:
     if not isinstance(size, (tuple, list)) or len(size) != 4:
         _fail(g, "problem_sizes", f"expected (M, N, K, L), got {tuple(size) if isinstance(size, (tuple, list)) else size!r}")
-    m, n, k, l = (int(v) for v in size)
+    m, n, k, l = map(int, size)
     if l != 1:
         _fail(g, "problem_sizes", f"L = {l}; only L == 1 is supported")
     if m < 0 or n < 0:
@@ -173,7 +173,7 @@ def _check_tensor(g, field, t, dtypes, shape, device) -> None:
     if t.dtype not in dtypes:
         names = " or ".join(str(d) for d in dtypes)
         _fail(g, field, f"dtype {t.dtype}, expected {names}")
-    if tuple(t.shape) != shape:
+    if t.shape != shape:  # a torch.Size compares with a tuple as a tuple
         _fail(g, field, f"shape {tuple(t.shape)}, expected {shape} from problem_sizes")
     if t.device != device:
         _fail(g, field, f"on {t.device}, but group 0's 'a' is on {device}; mixed devices")
@@ -227,10 +227,10 @@ def validate_inputs(data) -> GroupedProblem:
 def _layout_issue(g, a, b, c, sfa, sfb, m, n, k) -> str:
     """Why group g's tensors are not what the kernels' TMA descriptors and bulk copies can
     address, or "" when they are."""
-    strides = {"a": (a, (k // 2, 1)), "b": (b, (k // 2, 1)), "c": (c, (n, 1)),
-               "sfa_reordered": (sfa, _blocked_scale_strides(m, k)),
-               "sfb_reordered": (sfb, _blocked_scale_strides(n, k))}
-    for field, (t, dense) in strides.items():
+    strides = (("a", a, (k // 2, 1)), ("b", b, (k // 2, 1)), ("c", c, (n, 1)),
+               ("sfa_reordered", sfa, _blocked_scale_strides(m, k)),
+               ("sfb_reordered", sfb, _blocked_scale_strides(n, k)))
+    for field, t, dense in strides:
         if t.stride()[:len(dense)] != dense:
             return f"group {g}: {field} has strides {t.stride()}, not the dense {dense}"
     for field, t in (("a", a), ("b", b), ("sfa_reordered", sfa), ("sfb_reordered", sfb)):
