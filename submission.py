@@ -1149,12 +1149,12 @@ class GroupedGemmRunner:
         hashed once, by the cache."""
         try:
             abc, _, sfr, sizes = data
-            if stored:
-                fields = [(t.data_ptr(), t.dtype, tuple(t.shape), t.stride()) for t in chain(*abc, *sfr)]
-                key = (*fields, *sizes)
-                hash(key)
-                return key
-            return (*[(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)], *sizes)
+            fields = [(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)]
+            if not stored:
+                return (*fields, *sizes)
+            key = (*((p, d, tuple(shape), st) for p, d, shape, st in fields), *sizes)
+            hash(key)
+            return key
         except (AttributeError, TypeError, ValueError, RuntimeError):
             return None
 

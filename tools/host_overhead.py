@@ -34,18 +34,18 @@ import submission  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
 
-def install_stub() -> None:
-    """The Hopper backend with a compile and launches that do nothing: the wrapper's cost
-    alone, its config choice and schedules included."""
+def install_stub(mod=submission) -> None:
+    """The Hopper backend of submission module `mod` with a compile and launches that do
+    nothing: the wrapper's cost alone, its config choice and schedules included."""
 
     def compile_stub(config, *_older):  # files before 81d5139 also pass the group count
-        return submission.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
+        return mod.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
-    backend = submission.dataclasses.replace(submission.sm90_backend(), name="stub", compile=compile_stub)
-    submission._BACKENDS["stub"] = lambda: backend
-    submission._device_paths[torch.device("cpu")] = "stub"
-    submission.get_runner = lambda device, path: submission._runners.setdefault(
-        (device, path), submission.GroupedGemmRunner(backend, num_sms=132)
+    backend = mod.dataclasses.replace(mod.sm90_backend(), name="stub", compile=compile_stub)
+    mod._BACKENDS["stub"] = lambda: backend
+    mod._device_paths[torch.device("cpu")] = "stub"
+    mod.get_runner = lambda device, path: mod._runners.setdefault(
+        (device, path), mod.GroupedGemmRunner(backend, num_sms=132)
     )
 
 
@@ -129,15 +129,15 @@ def new_objects_us(data, sets: int = 50) -> float:
     return first_calls_us([views() for _ in range(sets)])
 
 
-def first_calls_us(inputs) -> float:
-    """Median host time of one call on each input, the GPU drained before each (outside the
-    timed region)."""
+def first_calls_us(inputs, mod=submission) -> float:
+    """Median host time of one call of submission module `mod` on each input, the GPU
+    drained before each (outside the timed region)."""
     samples = []
     for d in inputs:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        submission.custom_kernel(d)
+        mod.custom_kernel(d)
         samples.append((time.perf_counter() - t0) * 1e6)
     return statistics.median(samples)
 
