@@ -5,6 +5,7 @@ import gc
 import sys
 import warnings
 import weakref
+from itertools import chain
 
 import pytest
 import torch
@@ -338,6 +339,27 @@ def test_call_cache_latest_hit_shortcut_is_invalidated_and_keeps_lru_order():
     assert cache.get(("a",)) is None
     cache.clear()
     assert cache.get(("c",)) is None
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 8, 16, submission.CALL_KEY_MAX_GROUPS, submission.CALL_KEY_MAX_GROUPS + 1])
+def test_the_unrolled_call_key_is_the_generic_one(groups):
+    abc = [tuple(object() for _ in range(3)) for _ in range(groups)]
+    sfr = [tuple(object() for _ in range(2)) for _ in range(groups)]
+    sizes = [(64 + g, 128, 256, 1) for g in range(groups)]
+    data = (abc, [(object(), object())] * groups, sfr, sizes)
+    key = submission.call_key_function(groups)(data)
+    assert key == (*map(id, chain(*abc, *sfr)), *sizes)
+    assert submission.GroupedGemmRunner.call_key(data) == key
+    # another group count, or a group of another arity, is not this function's key
+    for other in ((abc + abc[:1], None, sfr + sfr[:1], sizes + sizes[:1]),
+                  (abc[:-1] + [abc[-1][:2]], None, sfr, sizes),
+                  (abc, None, sfr[:-1] + [(*sfr[-1], object())], sizes),
+                  (abc, None, sfr, sizes[:-1])):
+        with pytest.raises(ValueError):
+            submission.call_key_function(groups)(other)
+    # sizes as lists build a key that does not hash: the call takes the validated path
+    listed = (abc, None, sfr, [list(s) for s in sizes])
+    assert submission.GroupedGemmRunner.call_key(listed) is None
 
 
 class _FakeExecutor:
@@ -820,12 +842,14 @@ def test_stream_is_capturing_answers_the_default_stream_without_asking_the_drive
 
 
 @pytest.mark.parametrize("bad", ["not data", (1, 2, 3, 4), ([(1, 2, 3)], [], [(4, 5)], [(64, 128, 256, 1)]),
-                                 ([1], [], [(4, 5)], [(64, 128, 256, 1)]), ([(1, 2, 3)], [], [(4, 5)], [7])])
+                                 ([1], [], [(4, 5)], [(64, 128, 256, 1)]), ([(1, 2, 3)], [], [(4, 5)], [7]),
+                                 {"a": 1}, ([(1, 2)], [], [(4, 5)], [(64, 128, 256, 1)]),
+                                 ([(1, 2, 3)], [], [(4, 5, 6)], [(64, 128, 256, 1)])])
 def test_a_malformed_call_after_a_kernel_call_gets_the_validation_error(stub, bad):
     """The fast paths' keys never raise on malformed data: validation reports it."""
     submission.custom_kernel(stub.register(_data(27)))
     assert submission.GroupedGemmRunner.layout_key(bad) is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"data must be|group \d+: field|abc_tensors must be"):
         submission.custom_kernel(bad)
 
 

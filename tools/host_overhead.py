@@ -206,9 +206,14 @@ def breakdown(data, calls: int) -> dict:
     runner = submission._last_runner
     key = runner.call_key(data)
     entry = runner.calls.get(key)
-    abc, _, sfr, sizes = data
+    make_key = getattr(submission, "call_key_function", None)
+    if make_key is not None:
+        make_key = make_key(len(data[0]))
+    else:  # files before the unrolled key
+        abc, _, sfr, sizes = data
+        make_key = lambda data: (*map(id, chain(*abc, *sfr)), *sizes)  # noqa: E731
     pieces = {
-        "call_key": lambda: (*map(id, chain(*abc, *sfr)), *sizes),
+        "call_key": lambda: make_key(data),
         "cache_get": lambda: runner.calls.get(key),
         "launch": entry.table.launch,
         "custom_kernel": lambda: submission.custom_kernel(data),

@@ -1,0 +1,96 @@
+"""Warm-call host time of two submission files, loaded side by side in one process and
+measured in alternating rounds, so that the host's drift (which moves single-file figures
+by more than most host-side changes) hits both alike.
+
+    python tools/host_ab.py OLD.py NEW.py [--rounds 8] [--calls 1000]
+
+Per benchmark shape of task.yml and per file, the median over rounds of the host time per
+call (tools/host_overhead.py's back_to_back_us: medians of 5 batches) two ways:
+  same:    one input called back to back (the call cache's latest-hit shortcut);
+  cycle15: the shape's 15 inputs in turn, as the leaderboard's timed loop calls them (a
+           full lookup per call).
+On a GPU each round also times torch.cuda._sleep, the host's launch floor then; without
+one the launches are stubbed (host_overhead.install_stub), which times the wrapper alone.
+"""
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import reference  # noqa: E402
+from tests.cases import task_cases  # noqa: E402
+from tools.host_overhead import back_to_back_us, install_stub, launch_floor_us  # noqa: E402
+
+INPUTS_PER_SHAPE = 15  # the leaderboard's timed loop: 15 inputs of one shape, in turn
+
+
+def load(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(mod)
+    if not torch.cuda.is_available():
+        install_stub(mod)
+    return mod
+
+
+def shape_inputs(case) -> list:
+    args = case.args()
+    return [reference.generate_input(**{**args, "seed": args["seed"] + i}) for i in range(INPUTS_PER_SHAPE)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("old")
+    parser.add_argument("new")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=1000)
+    args = parser.parse_args()
+    mods = {"old": load(args.old, "sub_old"), "new": load(args.new, "sub_new")}
+    cuda = torch.cuda.is_available()
+    floors = []
+    for case in task_cases("benchmarks"):
+        inputs = shape_inputs(case)
+        for mod in mods.values():
+            for _ in range(3):
+                for d in inputs:
+                    mod.custom_kernel(d)
+        if cuda:
+            torch.cuda.synchronize()
+        out = {name: {"same": [], "cycle15": []} for name in mods}
+        for _ in range(args.rounds):
+            for name, mod in mods.items():
+                kernel = mod.custom_kernel
+
+                def cycle(kernel=kernel, inputs=inputs):
+                    for d in inputs:
+                        kernel(d)
+
+                first = inputs[0]
+                out[name]["same"].append(back_to_back_us(lambda kernel=kernel, d=first: kernel(d), args.calls))
+                cycles = max(args.calls // INPUTS_PER_SHAPE, 1)
+                out[name]["cycle15"].append(back_to_back_us(cycle, cycles) / INPUTS_PER_SHAPE)
+            if cuda:
+                floors.append(launch_floor_us(args.calls))
+        label = f"G={case.g} N={case.n[0]} K={case.k[0]}"
+        for name in mods:
+            print(f"{label:<20} {name}: " + "; ".join(
+                f"{how} median {statistics.median(v):.2f} us (rounds {min(v):.2f}-{max(v):.2f})"
+                for how, v in out[name].items()))
+    if floors:
+        print(f"launch floor (torch.cuda._sleep) over the rounds: median {statistics.median(floors):.2f} us "
+              f"({min(floors):.2f}-{max(floors):.2f})")
+    where = torch.cuda.get_device_name() if cuda else "launch stubbed (no GPU)"
+    print(f"({where}; {args.rounds} alternating rounds, {args.calls} calls each way per round)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
