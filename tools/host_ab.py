@@ -4,7 +4,7 @@ by more than most host-side changes) hits both alike.
 
     python tools/host_ab.py OLD.py NEW.py [--rounds 8] [--calls 1000]
 
-Per benchmark shape of task.yml and per file, the median over rounds of the host time per
+Per benchmark shape of task.yml (and small problems of their group counts) and per file, the median over rounds of the host time per
 call (tools/host_overhead.py's back_to_back_us: medians of 5 batches) two ways:
   same:    one input called back to back (the call cache's latest-hit shortcut);
   cycle15: the shape's 15 inputs in turn, as the leaderboard's timed loop calls them (a
@@ -41,8 +41,7 @@ def load(path: str, name: str):
     return mod
 
 
-def shape_inputs(case) -> list:
-    args = case.args()
+def shape_inputs(args: dict) -> list:
     return [reference.generate_input(**{**args, "seed": args["seed"] + i}) for i in range(INPUTS_PER_SHAPE)]
 
 
@@ -56,8 +55,12 @@ def main() -> int:
     mods = {"old": load(args.old, "sub_old"), "new": load(args.new, "sub_new")}
     cuda = torch.cuda.is_available()
     floors = []
-    for case in task_cases("benchmarks"):
-        inputs = shape_inputs(case)
+    cases = [(f"G={c.g} N={c.n[0]} K={c.k[0]}", c.args()) for c in task_cases("benchmarks")]
+    # the same group counts on small problems: kernels shorter than the host work, so
+    # that the launch queue never fills and blocks the host (see host_overhead.measure)
+    cases += [(f"G={g} small", {"m": [64] * g, "n": [128] * g, "k": [256] * g, "g": g, "seed": 1}) for g in (8, 2)]
+    for label, case_args in cases:
+        inputs = shape_inputs(case_args)
         for mod in mods.values():
             for _ in range(3):
                 for d in inputs:
@@ -79,7 +82,6 @@ def main() -> int:
                 out[name]["cycle15"].append(back_to_back_us(cycle, cycles) / INPUTS_PER_SHAPE)
             if cuda:
                 floors.append(launch_floor_us(args.calls))
-        label = f"G={case.g} N={case.n[0]} K={case.k[0]}"
         for name in mods:
             print(f"{label:<20} {name}: " + "; ".join(
                 f"{how} median {statistics.median(v):.2f} us (rounds {min(v):.2f}-{max(v):.2f})"
