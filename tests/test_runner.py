@@ -798,6 +798,15 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
     assert torch.equal(out[0], _expected(data)[0])
 
 
+def test_a_process_that_sees_one_device_never_asks_for_the_current_one(monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: asked.append(1) or 0, raising=False)
+    alone = GroupedGemmRunner(StubKernel().backend(), num_sms=132, device_index=0, other_devices=False)
+    assert alone._other_device_current() is False and not asked
+    shared = GroupedGemmRunner(StubKernel().backend(), num_sms=132, device_index=0)
+    assert shared._other_device_current() is False and asked == [1]
+
+
 def test_stream_ready_waits_once_per_other_stream_and_never_under_capture(monkeypatch):
     """StreamReady's own code, with torch's CUDA calls faked (CI has no GPU)."""
     raw, waits, capturing = [3], [], [False]
