@@ -5,7 +5,6 @@ hits both alike. Without CUDA the launches are stubbed (tools/host_overhead.py's
 
     python notes/h200/2026-12-02/ab_paths.py OLD.py NEW.py
 """
-import importlib.util
 import statistics
 import sys
 from pathlib import Path
@@ -13,21 +12,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
 
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
-from tools.host_overhead import first_calls_us, install_stub  # noqa: E402
-
-
-def load(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(mod)
-    if not torch.cuda.is_available():
-        install_stub(mod)
-    return mod
+from tools.host_ab import load  # noqa: E402
+from tools.host_overhead import first_calls_us  # noqa: E402
 
 
 def views(data):
