@@ -1088,6 +1088,14 @@ def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
     )
 
 
+class LayoutMiss(NamedTuple):
+    """What a call that missed both fast paths has read already: its tensors' layout fields
+    (GroupedGemmRunner.layout_key), for the slow path to store its layout key without
+    reading 5 x G tensors' metadata again. Made and used within one call, on its own data."""
+
+    fields: list
+
+
 class GroupedGemmRunner:
     """Validation-free fast path for repeated calls plus the cached slow path.
 
@@ -1162,8 +1170,8 @@ class GroupedGemmRunner:
         return key
 
     def run_cached(self, data):
-        """The launch for a call seen before, or None. The key is built as by call_key
-        and hashed once, by the lookup."""
+        """The outputs (a list) of a call seen before, launched; else a LayoutMiss for the
+        slow path, or None. The key is built as by call_key and hashed once, by the lookup."""
         try:
             entry = self.calls.get(call_key_function(len(data[0]))(data))
         except (TypeError, ValueError, LookupError):  # not a call's structure; sizes as lists
@@ -1179,43 +1187,60 @@ class GroupedGemmRunner:
         return list(entry.outputs)
 
     @staticmethod
-    def layout_key(data, stored: bool = False) -> tuple | None:
-        """Address, dtype, shape and strides of every tensor the kernel touches, then the
-        sizes; None where data is not made of tensors with storage, or its sizes are not
-        hashable (validation then says what is wrong, or the call takes the slow path). A
+    def layout_fields(data) -> list | None:
+        """(address, dtype, shape, strides) of every tensor the kernel touches, in call_key's
+        order; None where data is not made of tensors with storage. Reading 5 x G tensors'
+        metadata is most of a layout key's cost."""
+        try:
+            abc, _, sfr, _ = data
+            return [(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)]
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            return None
+
+    @staticmethod
+    def layout_key(data, stored: bool = False, fields: list | None = None) -> tuple | None:
+        """The layout fields (layout_fields, or `fields` read earlier in this same call),
+        then the sizes; None where data is not made of tensors with storage, or its sizes are
+        not hashable (validation then says what is wrong, or the call takes the slow path). A
         key to be stored has each shape as a tuple, equal to the torch.Size of a lookup's
         key and of the same hash: the garbage collector stops tracking a tuple of ints,
         never a torch.Size (see WorkUnit). Only a stored key is hashed here; a lookup's is
         hashed once, by the cache."""
+        if fields is None:
+            fields = GroupedGemmRunner.layout_fields(data)
+            if fields is None:
+                return None
         try:
-            abc, _, sfr, sizes = data
-            fields = [(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)]
+            sizes = data[3]
             if not stored:
                 return (*fields, *sizes)
             key = (*((p, d, tuple(shape), st) for p, d, shape, st in fields), *sizes)
             hash(key)
             return key
-        except (AttributeError, TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, LookupError):
             return None
 
     def run_same_layout(self, data):
-        """The launch for new tensor objects over the memory of an earlier call, or None:
-        what a framework passes when it rebuilds its argument lists, or when the caching
-        allocator hands the same blocks back. Address, dtype, shape and strides equal to a
-        call that was validated (and self-checked) decide everything validation and the
+        """The launch for new tensor objects over the memory of an earlier call, or a
+        LayoutMiss: what a framework passes when it rebuilds its argument lists, or when the
+        caching allocator hands the same blocks back. Address, dtype, shape and strides equal
+        to a call that was validated (and self-checked) decide everything validation and the
         descriptors depend on; CUDA addresses are unique across a process's devices. An
         entry names the pointer table's key, not the table, so the pointers LRU alone bounds
         the descriptors and split-K scratch kept; no tensor is referenced, and a stale entry
         is harmless: other tensors at those addresses with that layout are addressed by the
         same descriptors."""
-        key = self.layout_key(data)
+        fields = self.layout_fields(data)
+        key = None if fields is None else self.layout_key(data, fields=fields)
+        if key is None:
+            return None
         try:
-            table_key = None if key is None else self.layouts.get(key)
+            table_key = self.layouts.get(key)
         except TypeError:  # sizes given as lists: no fast path for this call
             return None
         table = None if table_key is None else self.pointers.get(table_key)
         if table is None:
-            return None
+            return LayoutMiss(fields)
         if self._other_device_current():
             with torch.cuda.device(self.device_index):
                 return self.run_same_layout(data)
@@ -1249,16 +1274,17 @@ class GroupedGemmRunner:
         ok, reason = self.backend.can_implement(config, sizes)
         return (config, None) if ok else (None, reason)
 
-    def run(self, data, problem: GroupedProblem, config) -> list | None:
+    def run(self, data, problem: GroupedProblem, config, miss: LayoutMiss | None = None) -> list | None:
         """Slow path: compile, schedule and descriptors through their caches, then launch.
-        None under graph capture when the call would have to build or check anything."""
+        None under graph capture when the call would have to build or check anything.
+        `miss`: what this call's fast-path lookups read (run_cached's LayoutMiss)."""
         with self._lock:
-            return self._run(data, problem, config)
+            return self._run(data, problem, config, miss)
 
-    def _run(self, data, problem: GroupedProblem, config) -> list | None:
+    def _run(self, data, problem: GroupedProblem, config, miss: LayoutMiss | None = None) -> list | None:
         if self._other_device_current():
             with torch.cuda.device(self.device_index):
-                return self._run(data, problem, config)
+                return self._run(data, problem, config, miss)
         b = self.backend
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
@@ -1298,7 +1324,7 @@ class GroupedGemmRunner:
         key = self.call_key(data)
         if key is not None:
             self._remember_call(key, data, table)
-        layout = self.layout_key(data, stored=True)
+        layout = self.layout_key(data, stored=True, fields=None if miss is None else miss.fields)
         if layout is not None:
             self.layouts.put(layout, (config, sizes, ptrs))
         return outputs
@@ -4674,8 +4700,9 @@ def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
     return runner
 
 
-def _run_kernel_path(data, problem: GroupedProblem, path: str):
-    """The kernel's result, or None (with one warning) when the kernel cannot take it."""
+def _run_kernel_path(data, problem: GroupedProblem, path: str, miss: LayoutMiss | None = None):
+    """The kernel's result, or None (with one warning) when the kernel cannot take it.
+    `miss`: this call's LayoutMiss from the fast path, if it got that far."""
     global _last_runner
     runner = get_runner(problem.device, path)
     config, reason = runner.plan(problem)
@@ -4683,7 +4710,7 @@ def _run_kernel_path(data, problem: GroupedProblem, path: str):
         warn_once(f"{path} kernel cannot take this call ({reason}); using a fallback path")
         return None
     try:
-        out = runner.run(data, problem, config)
+        out = runner.run(data, problem, config, miss)
     except (RuntimeError, NotImplementedError, TypeError, AttributeError) as e:
         if "CUDA error" in str(e) or "illegal" in str(e):
             raise  # a device fault is not a fallback case: the context is gone
@@ -4723,14 +4750,16 @@ def custom_kernel(data: input_t) -> output_t:
     A call with the same tensor objects and sizes as an earlier one goes straight to the
     cached launch; anything else is validated first.
     """
+    miss = None
     if _last_runner is not None:
         out = _last_runner.run_cached(data)
-        if out is not None:
+        if out.__class__ is list:
             return out
+        miss = out
     problem = validate_inputs(data)
     path = select_path(problem.device)
     if path in _BACKENDS:
-        out = _run_kernel_path(data, problem, path)
+        out = _run_kernel_path(data, problem, path, miss)
         if out is not None:
             return out
         if path == "sm100" and problem.kernel_layout:

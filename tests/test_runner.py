@@ -148,6 +148,26 @@ def test_new_tensor_objects_same_pointers_reuse_descriptors(stub, monkeypatch):
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
 
 
+def test_a_call_on_new_pointers_reads_its_tensors_layout_once(stub, monkeypatch):
+    """The layout lookup's fields (address, dtype, shape, strides of 5 x G tensors) are
+    carried to the slow path, which stores its layout key from them instead of reading
+    every tensor again; the stored key is the one a later call over that memory looks up."""
+    submission.custom_kernel(stub.register(_data(61)))  # a runner for the fast paths
+    reads = []
+    fields_of = GroupedGemmRunner.layout_fields
+    monkeypatch.setattr(GroupedGemmRunner, "layout_fields", staticmethod(lambda d: reads.append(1) or fields_of(d)))
+    data = stub.register(_data(62))
+    submission.custom_kernel(data)
+    assert len(reads) == 1
+    stored = GroupedGemmRunner.layout_key(data, stored=True, fields=fields_of(data))
+    assert stored == GroupedGemmRunner.layout_key(data, stored=True) and stored in stub.runner.layouts
+    reads.clear()
+    views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
+    inits = stub.inits
+    assert all(torch.equal(o, e) for o, e in zip(submission.custom_kernel(views), _expected(data)))
+    assert stub.inits == inits and len(reads) == 1  # the views' lookup hit: no new descriptors
+
+
 def test_a_view_with_another_layout_at_the_same_address_is_validated(stub):
     """The layouts cache keys on dtype, shape and strides too: a tensor at an earlier call's
     address with other strides, or another dtype, is not taken for it. Validation sees the
