@@ -12,9 +12,11 @@ Products are accumulated in fp32 and rounded once to fp16.
 Paths, chosen at the first call for each device (never at import):
     sm_100 (B200)  -> Sm100BlockScaledGroupedGemm: tcgen05 kind::mxf4nvf4 block-scaled MMA
     sm_90 (H100/H200) -> Sm90Fp4GroupedGemm: wgmma with the FP4 decode fused into the main loop
-    anything else  -> run_torch_exact: decode + fp32 matmul, exact, any device
+    anything else  -> run_torch_fallback: decode + cuBLAS fp16 GEMM with fp32 sums on other
+                      CUDA GPUs (run_torch_fp16), decode + fp32 matmul elsewhere
+                      (run_torch_exact); both within the leaderboard's tolerance
 `NVFP4_GEMM_PATH=auto|sm100|sm90|torch` forces a path. A shape outside a kernel's
-`can_implement`, a missing CuTe DSL or a failed compile falls back to the exact path with
+`can_implement`, a missing CuTe DSL or a failed compile falls back to the torch path with
 one warning naming the reason. The Blackwell kernel's first launch per config and problem
 size is checked against the exact path (a mismatch retires the config, with a warning);
 `NVFP4_GEMM_SELF_CHECK=1|0` turns that check on for every kernel, or off.
@@ -22,7 +24,7 @@ size is checked against the exact path (a mismatch retires the config, with a wa
 Layout of this file:
     1. Inputs: validation (validate_inputs -> GroupedProblem)
     2. Host-side math: tile counts, the static tile schedule, per-CTA work units (stream-K)
-    3. Exact torch path (run_torch_exact)
+    3. Torch paths (run_torch_exact, run_torch_fp16, run_torch_fallback)
     4. Caches (LruCache)
     5. Kernel runner: the host wrapper both kernels share (GroupedGemmRunner)
     6. CuTe DSL launch glue (pointers, streams)
@@ -689,7 +691,7 @@ def modeled_cta_us(ws: WorkSchedule, kt_us: Sequence[float], unit_us: float,
 
 
 # ======================================================================================
-# 3. Exact torch path (any device)
+# 3. Torch paths: exact fp32 (any device, the self-check's reference), fp16 GEMMs (CUDA)
 # ======================================================================================
 # E2M1 code -> value: sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0.
 _E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -756,6 +758,74 @@ def run_torch_exact(data, problem: GroupedProblem, out: Sequence[torch.Tensor] |
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved_tf32
     return outs
+
+
+_e2m1_pair_tables: dict[torch.device, torch.Tensor] = {}
+
+
+def _e2m1_pair_table(device: torch.device) -> torch.Tensor:
+    """(256,) int32: packed byte -> its two fp16 values' bits (low code in the low half, as
+    a little-endian (rows, K) fp16 view reads them). Made by ops on the device from the
+    16-value table, so it is capturable like _e2m1_table; cached outside capture."""
+    table = _e2m1_pair_tables.get(device)
+    if table is not None:
+        return table
+    values = _e2m1_table(device).to(torch.float16).view(torch.int16).to(torch.int32) & 0xFFFF
+    byte = torch.arange(256, device=device)
+    pairs = values[byte & 0xF] | (values[byte >> 4] << 16)
+    if not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        _e2m1_pair_tables[device] = pairs
+    return pairs
+
+
+def _dequantize_rows_f16(packed: torch.Tensor, sf_blocked: torch.Tensor, k: int) -> torch.Tensor:
+    """(rows, K/2) packed E2M1 and its blocked scales -> (rows, K) float16, exact: a product
+    of an E2M1 value and an E4M3 scale has at most 6 significant bits and lies within
+    2^-10 .. 2688, inside fp16's normal range. One gather per packed byte (two values) and
+    one multiply per value; the scales come out of their blocked layout by a permute."""
+    rows = packed.shape[0]
+    pairs = _e2m1_pair_table(packed.device)[packed.view(torch.uint8).reshape(-1).to(torch.int32)]
+    values = pairs.view(torch.float16).view(rows, k // SF_VEC_SIZE, SF_VEC_SIZE)
+    # blocked (32, 4, rest_m, 4, rest_k, 1)[r % 32, (r % 128) // 32, r // 128, j % 4, j // 4]
+    scales = sf_blocked.permute(2, 1, 0, 4, 3, 5).reshape(-1, sf_blocked.shape[4] * 4)
+    scales = scales[:rows, :k // SF_VEC_SIZE].to(torch.float16)
+    return (values * scales.unsqueeze(-1)).view(rows, k)
+
+
+def run_torch_fp16(data, problem: GroupedProblem) -> list[torch.Tensor]:
+    """The fallback on a CUDA device without one of our kernels: each group's operands
+    decoded to fp16 (exact, _dequantize_rows_f16), then cuBLAS fp16 GEMM with fp32
+    accumulation and one rounding to fp16, as the reference rounds. Only the order of
+    the fp32 sums differs from run_torch_exact; fp16 partial sums are kept out
+    (allow_fp16_reduced_precision_reduction off), since a split-K reduction in fp16 would
+    round each partial. Written into each group's c."""
+    abc_tensors, _, sf_reordered, _ = data
+    matmul = torch.backends.cuda.matmul
+    saved = matmul.allow_fp16_reduced_precision_reduction
+    matmul.allow_fp16_reduced_precision_reduction = False
+    try:
+        for (a, b, c), (sfa, sfb), (m, n, k, _) in zip(abc_tensors, sf_reordered, problem.sizes):
+            if m == 0 or n == 0:
+                continue
+            a16 = _dequantize_rows_f16(a[:, :, 0], sfa, k)
+            b16 = _dequantize_rows_f16(b[:, :, 0], sfb, k)
+            if c.is_contiguous():
+                torch.mm(a16, b16.T, out=c[:, :, 0])
+            else:
+                c[:, :, 0] = a16 @ b16.T
+            del a16, b16
+    finally:
+        matmul.allow_fp16_reduced_precision_reduction = saved
+    return [abc[2] for abc in abc_tensors]
+
+
+def run_torch_fallback(data, problem: GroupedProblem) -> list[torch.Tensor]:
+    """The torch path a call falls back to: fp16 GEMMs on CUDA (run_torch_fp16), where fp32
+    ones without TF32 run at a small fraction of the tensor cores' rate; the fp32 path
+    elsewhere (run_torch_exact, which is also the self-check's reference)."""
+    if problem.device is not None and problem.device.type == "cuda":
+        return run_torch_fp16(data, problem)
+    return run_torch_exact(data, problem)
 
 
 # The leaderboard's tolerance (reference.check_implementation), used by the self-check
@@ -4769,4 +4839,4 @@ def custom_kernel(data: input_t) -> output_t:
                 warn_once(f"torch._scaled_mm cannot take this call ({e}); running the exact torch path")
     elif path != "torch":
         warn_once(f"the {path} kernel is not built into this file; running the exact torch path")
-    return run_torch_exact(data, problem)
+    return run_torch_fallback(data, problem)

@@ -439,3 +439,18 @@ def test_a_schedule_and_table_built_on_a_busy_stream_are_waited_for_on_another()
     for d, exp in zip((first, second), expected):
         for g, (abc, e) in enumerate(zip(d[0], exp)):
             assert verbose_allclose(abc[2], e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
+@pytest.mark.parametrize("case", task_cases("tests") + [
+    Case("bench3", (128, 384), (4096, 4096), (1536, 1536)),
+    Case("m1_k7168", (1, 7), (128, 7168), (7168, 256)),
+], ids=lambda c: c.id)
+def test_fp16_fallback_on_the_gpu(case):
+    """The fallback of CUDA devices without one of our kernels, run here on this GPU: fp16
+    operands, cuBLAS with fp32 sums, within the tolerance of the fp32 reference."""
+    data = reference.generate_input(**case.args())
+    expected = reference.ref_kernel(_clone(data))
+    out = submission.run_torch_fp16(data, submission.validate_inputs(data))
+    torch.cuda.synchronize()
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
