@@ -401,7 +401,8 @@ def test_captured_kernel_replays_after_its_cache_entries_are_evicted():
 def test_first_call_under_capture_gives_a_graph_of_the_fallback():
     data = reference.generate_input(m=(40, 129), n=(384, 256), k=(256, 512), g=2, seed=8)
     submission._warned.clear()
-    submission._e2m1_tables.clear()  # the exact path's table is then built inside the capture
+    submission._e2m1_tables.clear()  # the torch path's tables are then built inside the capture
+    submission._e2m1_pair_tables.clear()
     with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
         graph = _graph_of(lambda: submission.custom_kernel(data))
     _replay_matches_reference(graph, data)

@@ -174,3 +174,24 @@ def test_the_fallback_is_fp16_on_cuda_and_exact_elsewhere(monkeypatch):
     submission.run_torch_fallback(data, problem)
     submission.run_torch_fallback(data, dataclasses.replace(problem, device=torch.device("cuda", 0)))
     assert calls == ["exact", "fp16"]
+
+
+def test_fp16_path_takes_any_layout_the_exact_path_takes():
+    """The fallback serves calls the kernels decline: operands with padded rows, an operand
+    off 16 bytes, a non-contiguous c."""
+    data = reference.generate_input(m=(64, 40), n=(128, 256), k=(256, 512), g=2, seed=13)
+    a = data[0][0][0]
+    wide = torch.zeros((64, 256, 1), dtype=torch.uint8)
+    wide[:, :128] = a.view(torch.uint8)
+    b = data[0][1][1]
+    flat = torch.zeros(b.numel() + 16, dtype=torch.uint8)
+    moved = flat[4:4 + b.numel()].view(b.dtype).view(b.shape)
+    moved.view(torch.uint8).copy_(b.view(torch.uint8))
+    c_wide = torch.zeros((40, 512, 1), dtype=torch.float16)
+    data[0][0] = (wide[:, :128].view(torch.float4_e2m1fn_x2), data[0][0][1], data[0][0][2])
+    data[0][1] = (data[0][1][0], moved, c_wide[:, :256])
+    expected = reference.ref_kernel(_clone(data))
+    got = _fp16_path(data)
+    assert got[1] is data[0][1][2] and not got[1].is_contiguous()
+    for g, (out, ref) in enumerate(zip(got, expected)):
+        assert verbose_allclose(out, ref, rtol=1e-3, atol=1e-3) == [], f"group {g}"
