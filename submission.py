@@ -721,12 +721,12 @@ def _e2m1_values_computed(device: torch.device) -> torch.Tensor:
     return torch.where(code >= 8, -value, value)
 
 
-def _blocked_scales(sf_blocked: torch.Tensor, rows: int, k: int) -> torch.Tensor:
-    """(rows, K/16) float32 scales gathered from a blocked (32, 4, rest, 4, rest_k, 1) view."""
-    dev = sf_blocked.device
-    r = torch.arange(rows, device=dev).unsqueeze(1)
-    j = torch.arange(k // SF_VEC_SIZE, device=dev).unsqueeze(0)
-    return sf_blocked[r % 32, (r % 128) // 32, r // 128, j % 4, j // 4, 0].to(torch.float32)
+def _blocked_scales(sf_blocked: torch.Tensor, rows: int, k: int, dtype=torch.float32) -> torch.Tensor:
+    """(rows, K/16) scales (exact in fp32 and fp16) out of a blocked (32, 4, rest_m, 4,
+    rest_k, 1) view, whose element [r % 32, (r % 128) // 32, r // 128, j % 4, j // 4, 0] is
+    row r's scale j: one permute and copy, no index tensors."""
+    scales = sf_blocked.permute(2, 1, 0, 4, 3, 5).reshape(-1, sf_blocked.shape[4] * 4)
+    return scales[:rows, :k // SF_VEC_SIZE].to(dtype)
 
 
 def _dequantize_rows(packed: torch.Tensor, sf_blocked: torch.Tensor, k: int) -> torch.Tensor:
@@ -782,13 +782,11 @@ def _dequantize_rows_f16(packed: torch.Tensor, sf_blocked: torch.Tensor, k: int)
     """(rows, K/2) packed E2M1 and its blocked scales -> (rows, K) float16, exact: a product
     of an E2M1 value and an E4M3 scale has at most 6 significant bits and lies within
     2^-10 .. 2688, inside fp16's normal range. One gather per packed byte (two values) and
-    one multiply per value; the scales come out of their blocked layout by a permute."""
+    one multiply per value."""
     rows = packed.shape[0]
     pairs = _e2m1_pair_table(packed.device)[packed.view(torch.uint8).reshape(-1).to(torch.int32)]
     values = pairs.view(torch.float16).view(rows, k // SF_VEC_SIZE, SF_VEC_SIZE)
-    # blocked (32, 4, rest_m, 4, rest_k, 1)[r % 32, (r % 128) // 32, r // 128, j % 4, j // 4]
-    scales = sf_blocked.permute(2, 1, 0, 4, 3, 5).reshape(-1, sf_blocked.shape[4] * 4)
-    scales = scales[:rows, :k // SF_VEC_SIZE].to(torch.float16)
+    scales = _blocked_scales(sf_blocked, rows, k, torch.float16)
     return (values * scales.unsqueeze(-1)).view(rows, k)
 
 
@@ -1160,7 +1158,7 @@ def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
 
 class LayoutMiss(NamedTuple):
     """What a call that missed both fast paths has read already: its tensors' layout fields
-    (GroupedGemmRunner.layout_key), for the slow path to store its layout key without
+    (GroupedGemmRunner.layout_fields), for the slow path to store its layout key without
     reading 5 x G tensors' metadata again. Made and used within one call, on its own data."""
 
     fields: list
@@ -4735,11 +4733,11 @@ def _decide_path(device: torch.device, requested: str) -> str:
     if requested != native:
         warn_once(
             f"{PATH_ENV}={requested} but the GPU is sm_{major}{minor}; "
-            "running the exact torch path"
+            "running the torch path"
         )
         return "torch"
     if _DSL_IMPORT_ERROR is not None:
-        warn_once(f"the CuTe DSL (nvidia-cutlass-dsl) is missing ({_DSL_IMPORT_ERROR}); running the exact torch path")
+        warn_once(f"the CuTe DSL (nvidia-cutlass-dsl) is missing ({_DSL_IMPORT_ERROR}); running the torch path")
         return "torch"
     return requested
 
@@ -4836,7 +4834,7 @@ def custom_kernel(data: input_t) -> output_t:
             try:
                 return run_scaled_mm(data, problem)
             except RuntimeError as e:  # cuBLAS FP4 has shape limits of its own
-                warn_once(f"torch._scaled_mm cannot take this call ({e}); running the exact torch path")
+                warn_once(f"torch._scaled_mm cannot take this call ({e}); running the torch path")
     elif path != "torch":
-        warn_once(f"the {path} kernel is not built into this file; running the exact torch path")
+        warn_once(f"the {path} kernel is not built into this file; running the torch path")
     return run_torch_fallback(data, problem)
