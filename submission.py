@@ -3425,6 +3425,16 @@ def st_global_b16(addr: Int64, v: Uint32, pred: Int32, *, loc=None, ip=None) -> 
 
 
 @dsl_user_op
+def st_global_v4_b32(addr: Int64, v0, v1, v2, v3, pred: Int32, *, loc=None, ip=None) -> None:
+    """16 bytes to global memory, if pred."""
+    _asm_effect(
+        [_v(Int64(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)] + [_v(Int32(pred), loc, ip)],
+        "{\n.reg .pred p;\nsetp.ne.b32 p, $5, 0;\n@p st.global.v4.b32 [$0], {$1, $2, $3, $4};\n}",
+        "l,r,r,r,r,r,~{memory}", loc, ip,
+    )
+
+
+@dsl_user_op
 def bulk_wait_read(pred: Int32, pending: int = 0, *, loc=None, ip=None) -> None:
     """This thread's bulk stores, all but the `pending` (static) most recent, have finished
     reading shared memory."""
@@ -3925,7 +3935,7 @@ class Sm90Fp4GroupedGemm:
             for u in cutlass.range(span[p], span[p + 1], unroll=1):
                 states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
-                                           mUnits, tmaps_ptr, split)
+                                           mUnits, tmaps_ptr, split, span[-1] - 1)
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
 
@@ -3949,9 +3959,10 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
                      storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
-                     split):
+                     split, last_u):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
-        epilogue (or, split-K, its partial sums). Returns the pipeline states: reassigned by
+        epilogue (or, split-K, its partial sums); last_u is the CTA's last unit, whose C
+        the epilogue stores without the TMA (store_box_vectors). Returns the pipeline states: reassigned by
         the caller, that is what makes the DSL carry them through its loop (a mutation
         inside a call is not seen there)."""
         g = mUnits[0, u]
@@ -3984,6 +3995,7 @@ class Sm90Fp4GroupedGemm:
             ahead, tok_w, tok_r, tok, wgt, wm, sc,
         )
         cute.nvgpu.warpgroup.wait_group(0)
+        last = u == last_u
         if cutlass.const_expr(self.cfg.stream_k):
             # split-K: both sides of a slot use the same thread -> accumulator map
             role = mUnits[5, u]
@@ -3991,16 +4003,16 @@ class Sm90Fp4GroupedGemm:
                 self.store_partial(acc, split, mUnits[6, u], tidx, rows)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_w, (split, mUnits[7, u]))
+                                tok_w, last, (split, mUnits[7, u]))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w)
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
         return ahead, tok_w, tok_r
 
     @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   tok_w, fixup=None):
+                   tok_w, last, fixup=None):
         """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
         the previous piece's slot and adds it on the way. With ring_staging, block 0 of
         each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
@@ -4028,7 +4040,7 @@ class Sm90Fp4GroupedGemm:
             cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         for b in cutlass.range_constexpr(self.blocks):
             self.epilogue(acc[b], boxes[b], tidx, desc_c, c_addr, m, n, row_a,
-                          col + self.block_rows * b, rows,
+                          col + self.block_rows * b, rows, last,
                           None if base is None else base + b * self.partial_block_bytes)
         if cutlass.const_expr(self.ring_staging):
             # block 0's store has read the ring box (it did so while block 1 was staged)
@@ -4300,7 +4312,8 @@ class Sm90Fp4GroupedGemm:
         return ahead, tok_w, tok_r, wm_next, sc_next
 
     @cute.jit
-    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, partial=None):
+    def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, last,
+                 partial=None):
         """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
         columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
         fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
@@ -4334,9 +4347,29 @@ class Sm90Fp4GroupedGemm:
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
-            tma_store_2d(desc_c, col, row_a, box, lead)
+            if last:
+                self.store_box_vectors(box, wtid, c_addr, m, n, row_a, col, tokens)
+            else:
+                tma_store_2d(desc_c, col, row_a, box, lead)
         else:
             self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens)
+
+    @cute.jit
+    def store_box_vectors(self, box, wtid, c_addr, m, n, row_a, col, tokens: int):
+        """The staged box -> C with 16-byte stores by the WG's 128 threads, for the CTA's
+        last tile: a TMA store would hold the CTA (and its SM, which the next call's CTA
+        waits for) until the TMA unit has read the box, about 1 us after the store is
+        issued on the H200 (tools/sm90_trace.py timeline); plain stores leave nothing
+        reading shared memory once issued. Per pass 16 token rows x 8 chunks of 8 columns,
+        8 consecutive lanes one row's 128 bytes; a chunk is wholly in C or wholly past N
+        (n % 8 == 0, the TMA path's condition), rows past M are skipped."""
+        j = wtid % 8
+        gn = col + 8 * j
+        for i in cutlass.range_constexpr(tokens // 16):
+            tok = 16 * i + wtid // 8
+            v = ld_shared_v4(box + sm90_c_box_offset(tok, 8 * j))
+            gm = row_a + tok
+            st_global_v4_b32(c_addr + (Int64(gm) * n + gn) * 2, *v, Int32(gm < m and gn < n))
 
     @cute.jit
     def store_box_elements(self, box, wtid, c_addr, m, n, row_a, col, tokens: int):

@@ -175,11 +175,11 @@ def traced_source(src: str, timeline: bool = False) -> str:
     head = _replace(head, "        return ahead, tok_w, tok_r\n",
                     "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
     if timeline:
-        head = _replace(head, "                   tok_w, fixup=None):\n", "                   tok_w, fixup=None, tr=None):\n")
-        head = _replace(head, "rows,\n                                tok_w, (split, mUnits[7, u]))",
-                        "rows,\n                                tok_w, (split, mUnits[7, u]), tr)")
+        head = _replace(head, "                   tok_w, last, fixup=None):\n", "                   tok_w, last, fixup=None, tr=None):\n")
+        head = _replace(head, "rows,\n                                tok_w, last, (split, mUnits[7, u]))",
+                        "rows,\n                                tok_w, last, (split, mUnits[7, u]), tr)")
         for _ in range(2):  # the whole-tile call with and without stream-K
-            head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, None, tr)\n")
+            head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w, last)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, last, None, tr)\n")
         head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_w.count - 1, 25)")
         head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self\.cfg\.consumer_threads\)$",
                              "trace_ev(tr, tok_w.count - 1, 26)")
