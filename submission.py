@@ -3527,7 +3527,9 @@ class Sm90Fp4GroupedGemm:
       per tile, after its last K-tile: each WG stmatrix-stores its fp16 outputs into its
         own staging box and one thread TMA-stores the box (epilogue), which drains while
         the next tile starts; at two blocks per WG, block 0 goes to a free token-ring
-        buffer instead (ring_staging)
+        buffer instead (ring_staging). The CTA's last tile has no next one to overlap: its
+        WGs copy their boxes to C with 16-byte stores (store_box_vectors), so that the
+        CTA leaves its SM without waiting for a TMA unit's read of shared memory
     the producer warpgroup's first warp (the others only give back registers): TMA token
     and weight bytes, bulk-copy scale slabs, into the stage ring.
 
