@@ -45,6 +45,8 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     assert "cvt.rn.f16x2.e4m3x2" in ptx  # exact E4M3 scales, and the E2M1 -> E4M3 -> fp16 decode
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "stmatrix.sync.aligned.m8n8.x4.trans" in ptx and "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    # a CTA's last tile leaves the staging box by 16-byte stores, not the TMA (store_box_vectors)
+    assert "@p st.global.v4.b32" in ptx
     # the decoded tokens are the only generic-proxy shared stores, 16 bytes each (the 4 chunks'
     # P values of one word, token_share)
     stores = re.findall(r"\bst\.shared[\w:.]*", ptx)
