@@ -124,9 +124,11 @@ def same_loops(module: Path, other: Path, cfg: str) -> int:
         loops.append([body for _, _, body in wgmma_loops(sass, texts=True)])
     mine, theirs = loops
     same = len(mine) == len(theirs) and all(a == b for a, b in zip(mine, theirs))
-    sizes = " / ".join(f"{len(a)}:{len(b)}" for a, b in zip(mine, theirs))
+    # per loop, in address order: a K-loop, then the per-unit loop around it (its tile's
+    # prologue and epilogue), phase by phase; "=" marks a loop that is the same SASS
+    sizes = " / ".join(f"{len(a)}:{len(b)}{' =' if a == b else ''}" for a, b in zip(mine, theirs))
     print(f"{module} and {other}, config ({cfg}): {len(mine)} and {len(theirs)} wgmma loops "
-          f"({sizes} instructions), SASS {'identical' if same else 'DIFFERENT'}")
+          f"({sizes} instructions; = same SASS), SASS {'identical' if same else 'DIFFERENT'}")
     return 0 if same else 1
 
 
