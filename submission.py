@@ -790,28 +790,96 @@ def _dequantize_rows_f16(packed: torch.Tensor, sf_blocked: torch.Tensor, k: int)
     return (values * scales.unsqueeze(-1)).view(rows, k)
 
 
-def run_torch_fp16(data, problem: GroupedProblem) -> list[torch.Tensor]:
-    """The fallback on a CUDA device without one of our kernels: each group's operands
-    decoded to fp16 (exact, _dequantize_rows_f16), then cuBLAS fp16 GEMM with fp32
-    accumulation and one rounding to fp16, as the reference rounds. Only the order of
-    the fp32 sums differs from run_torch_exact; fp16 partial sums are kept out
-    (allow_fp16_reduced_precision_reduction off), since a split-K reduction in fp16 would
-    round each partial. Written into each group's c."""
+DECODE_BATCH_BYTES = 256 << 20  # fp16 bytes Fp4RowDecoder fills per launch (decode_batches)
+_e4m3_pair_tables: dict[torch.device, torch.Tensor] = {}
+
+
+def _e4m3_pair_table(device: torch.device) -> torch.Tensor:
+    """(256,) int32: an E4M3 byte -> the fp16 bits of its value in both halves (the f16x2
+    multiplier of Fp4RowDecoder; NaN for 0x7F and 0xFF). Made on the device; cached."""
+    table = _e4m3_pair_tables.get(device)
+    if table is None:
+        codes = torch.arange(256, dtype=torch.int32, device=device).to(torch.uint8)
+        bits = codes.view(torch.float8_e4m3fn).to(torch.float16).view(torch.int16).to(torch.int32) & 0xFFFF
+        table = _e4m3_pair_tables[device] = bits | (bits << 16)
+    return table
+
+
+def decode_batches(sizes: Sequence[Sequence[int]], groups: Sequence[int],
+                   limit: int | None = None) -> list[list[int]]:
+    """`groups` in order, cut into runs whose fp16 operands ((M + N) x K x 2 bytes) stay
+    within `limit` (DECODE_BATCH_BYTES by default; a group larger than that runs alone):
+    what one decode launch fills before its GEMMs run and free it."""
+    limit = DECODE_BATCH_BYTES if limit is None else limit
+    batches: list[list[int]] = []
+    used = limit + 1
+    for g in groups:
+        m, n, k, _ = sizes[g]
+        need = (m + n) * k * 2
+        if used + need > limit:
+            batches.append([])
+            used = 0
+        batches[-1].append(g)
+        used += need
+    return batches
+
+
+def decode_jobs(data, problem: GroupedProblem, groups: Sequence[int]):
+    """(Fp4RowDecoder's job rows, {group: (a16, b16)}): each operand of `groups` with the
+    fp16 tensor it is decoded into."""
     abc_tensors, _, sf_reordered, _ = data
+    jobs, outputs = [], {}
+    for g in groups:
+        m, n, k, _ = problem.sizes[g]
+        (a, b, _), (sfa, sfb) = abc_tensors[g], sf_reordered[g]
+        a16 = torch.empty((m, k), dtype=torch.float16, device=problem.device)
+        b16 = torch.empty((n, k), dtype=torch.float16, device=problem.device)
+        for packed, sf, out, rows in ((a, sfa, a16, m), (b, sfb, b16, n)):
+            jobs.append((packed.data_ptr(), sf.data_ptr(), out.data_ptr(), rows * (k // SF_VEC_SIZE),
+                         k // SF_VEC_SIZE, ceil_div(k, 64)))
+        outputs[g] = (a16, b16)
+    return jobs, outputs
+
+
+def run_torch_fp16(data, problem: GroupedProblem, decode_kernel: bool = True) -> list[torch.Tensor]:
+    """The fallback on a CUDA device without one of our kernels: each group's operands
+    decoded to fp16 (exact), then cuBLAS fp16 GEMM with fp32 accumulation and one rounding
+    to fp16, as the reference rounds. Only the order of the fp32 sums differs from
+    run_torch_exact; fp16 partial sums are kept out (allow_fp16_reduced_precision_reduction
+    off), since a split-K reduction in fp16 would round each partial. Written into each
+    group's c.
+
+    The decode is one Fp4RowDecoder launch per batch of groups (decode_batches) where the
+    inputs have the kernels' layout and the CuTe DSL compiles for this GPU, outside CUDA
+    graph capture (its job table is a host copy); else, or with decode_kernel=False, torch
+    ops per group (_dequantize_rows_f16). Both give the same bits."""
+    abc_tensors, _, sf_reordered, _ = data
+    groups = [g for g, (m, n, _, _) in enumerate(problem.sizes) if m and n]
+    decoder = None
+    if (decode_kernel and problem.kernel_layout and problem.device.type == "cuda"
+            and not torch.cuda.is_current_stream_capturing()):
+        decoder = fp4_decoder(problem.device)
     matmul = torch.backends.cuda.matmul
     saved = matmul.allow_fp16_reduced_precision_reduction
     matmul.allow_fp16_reduced_precision_reduction = False
     try:
-        for (a, b, c), (sfa, sfb), (m, n, k, _) in zip(abc_tensors, sf_reordered, problem.sizes):
-            if m == 0 or n == 0:
-                continue
-            a16 = _dequantize_rows_f16(a[:, :, 0], sfa, k)
-            b16 = _dequantize_rows_f16(b[:, :, 0], sfb, k)
-            if c.is_contiguous():
-                torch.mm(a16, b16.T, out=c[:, :, 0])
-            else:
-                c[:, :, 0] = a16 @ b16.T
-            del a16, b16
+        for batch in decode_batches(problem.sizes, groups):
+            decoded = None
+            if decoder is not None:
+                jobs, decoded = decode_jobs(data, problem, batch)
+                launch_decoder(decoder, jobs, problem.device)
+            for g in batch:
+                (a, b, c), (sfa, sfb), k = abc_tensors[g], sf_reordered[g], problem.sizes[g][2]
+                if decoded is None:
+                    a16 = _dequantize_rows_f16(a[:, :, 0], sfa, k)
+                    b16 = _dequantize_rows_f16(b[:, :, 0], sfb, k)
+                else:
+                    a16, b16 = decoded.pop(g)
+                if c.is_contiguous():
+                    torch.mm(a16, b16.T, out=c[:, :, 0])
+                else:
+                    c[:, :, 0] = a16 @ b16.T
+                del a16, b16
     finally:
         matmul.allow_fp16_reduced_precision_reduction = saved
     return [abc[2] for abc in abc_tensors]
@@ -4708,6 +4776,133 @@ def sm90_backend() -> KernelBackend:
         num_desc=SM90_NUM_DESC,
         schedule=sm90_schedule,
     )
+
+
+# ======================================================================================
+# 8b. FP4 decode kernel: the CUDA fallback's operands in one pass (any GPU the DSL targets)
+# ======================================================================================
+# >>> decode kernel
+DECODE_THREADS = 256
+# a job is one operand: addresses of its packed bytes, blocked scales and fp16 output, its
+# 16-value blocks (rows x K/16), K/16 and K/64 (the scale atoms per 128 rows), as int64
+DECODE_JOB_FIELDS = 6
+
+
+def decode_scale_offset(r, j, rest_k):
+    """Byte offset of row r's K-block j scale in a blocked scale tensor of the kernels'
+    layout: 512-byte atoms of 128 rows x 4 K-blocks, (r // 128, j // 4) in row-major order
+    of rest_k = K/64 atoms per 128 rows, CUTLASS's 32 x 4 x 4 order inside. Works on host
+    ints and on kernel Int64s alike."""
+    return ((r // 128) * rest_k + j // 4) * SF_ATOM_BYTES + (r % 32) * 16 + ((r % 128) // 32) * 4 + j % 4
+
+
+@dsl_user_op
+def ld_global_nc_v2(addr: Int64, *, loc=None, ip=None):
+    return _asm_values(2, [_v(Int64(addr), loc, ip)], "ld.global.nc.v2.b32 {$0, $1}, [$2];",
+                       "=r,=r,l", False, loc, ip)
+
+
+@dsl_user_op
+def ld_global_nc_u32(addr: Int64, *, loc=None, ip=None) -> Uint32:
+    return _asm_value(Uint32, [_v(Int64(addr), loc, ip)], "ld.global.nc.b32 $0, [$1];", "=r,l",
+                      loc, ip, side_effects=False)
+
+
+@dsl_user_op
+def ld_global_nc_u8(addr: Int64, *, loc=None, ip=None) -> Uint32:
+    return _asm_value(Uint32, [_v(Int64(addr), loc, ip)], "ld.global.nc.u8 $0, [$1];", "=r,l",
+                      loc, ip, side_effects=False)
+
+
+@dsl_user_op
+def mul_f16x2(a: Uint32, b: Uint32, *, loc=None, ip=None) -> Uint32:
+    return _asm_value(Uint32, [_v(Uint32(a), loc, ip), _v(Uint32(b), loc, ip)],
+                      "mul.rn.f16x2 $0, $1, $2;", "=r,r,r", loc, ip, side_effects=False)
+
+
+class Fp4RowDecoder:
+    """Packed E2M1 rows and their blocked E4M3 scales -> fp16 rows, exactly, for the fp16
+    fallback (run_torch_fp16): every operand of a batch of groups in one launch, one pass
+    over memory (9 bytes read, 32 written per 16 values), where the torch decode makes
+    several (an int32 index, a gather, a multiply: about 10 bytes moved per value).
+
+    Grid (blocks of the largest job / DECODE_THREADS, jobs): each thread one 16-value scale
+    block of one job, its 8 packed bytes to 32 bytes of fp16. Table-driven, with no
+    conversion instruction that only some GPUs have: a packed byte -> the f16x2 of its two
+    E2M1 values (_e2m1_pair_table), an E4M3 byte -> the f16x2 (s, s) (_e4m3_pair_table), one
+    f16x2 multiply per byte. An E2M1 value times an E4M3 scale has at most 6 significant
+    bits and lies within 2^-10 .. 2688, so the fp16 product is exact (a NaN scale gives NaN
+    as in the reference). Needs the kernels' layout: packed rows dense, scales in the
+    blocked atom order (decode_scale_offset)."""
+
+    @cute.jit
+    def __call__(self, jobs_ptr: cute.Pointer, pair_ptr: cute.Pointer, scale_ptr: cute.Pointer,
+                 num_jobs: Int32, max_blocks: Int32, stream: cuda.CUstream):
+        self.kernel(jobs_ptr, pair_ptr, scale_ptr).launch(
+            grid=[(max_blocks + DECODE_THREADS - 1) // DECODE_THREADS, num_jobs, 1],
+            block=[DECODE_THREADS, 1, 1], stream=stream,
+        )
+
+    @cute.kernel
+    def kernel(self, jobs_ptr, pair_ptr, scale_ptr):
+        tidx, _, _ = cute.arch.thread_idx()
+        bx, job, _ = cute.arch.block_idx()
+        mJobs = cute.make_tensor(jobs_ptr, cute.make_layout((DECODE_JOB_FIELDS, 1 << 20), stride=(1, DECODE_JOB_FIELDS)))
+        t = Int64(bx) * DECODE_THREADS + tidx
+        if t < mJobs[3, job]:
+            kblocks = mJobs[4, job]
+            r = t // kblocks
+            j = t - r * kblocks
+            scale = ld_global_nc_u8(mJobs[1, job] + decode_scale_offset(r, j, mJobs[5, job]))
+            s2 = ld_global_nc_u32(scale_ptr.toint() + Int64(scale) * 4)
+            words = ld_global_nc_v2(mJobs[0, job] + t * 8)
+            pairs = [
+                mul_f16x2(ld_global_nc_u32(pair_ptr.toint() + Int64((words[i // 4] >> (8 * (i % 4))) & 0xFF) * 4), s2)
+                for i in range(8)
+            ]
+            out = mJobs[2, job] + t * 32
+            st_global_v4_b32(out, *pairs[:4], Int32(1))
+            st_global_v4_b32(out + 16, *pairs[4:], Int32(1))
+
+
+_decoders: dict[tuple[int, int], Any] = {}  # compute capability -> compiled decoder, or False
+
+
+def compile_fp4_decoder():
+    """Fp4RowDecoder compiled for the current device's architecture (CUTE_DSL_ARCH's when set,
+    as in the compile-only tests)."""
+    return cute.compile(Fp4RowDecoder(), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int32),
+                        fake_ptr(cutlass.Int32), Int32(1), Int32(1), make_fake_stream())
+
+
+def fp4_decoder(device: torch.device):
+    """Fp4RowDecoder compiled for the device's architecture (once per architecture), or None
+    where the CuTe DSL is missing or does not compile for it: the fp16 fallback then decodes
+    with torch ops (one warning)."""
+    if _DSL_IMPORT_ERROR is not None:
+        return None
+    arch = torch.cuda.get_device_capability(device)
+    fn = _decoders.get(arch)
+    if fn is None:
+        try:
+            with torch.cuda.device(device):
+                fn = compile_fp4_decoder()
+        except Exception as e:  # any failure leaves the torch decode, which needs nothing more
+            warn_once(f"the FP4 decode kernel does not compile for sm_{arch[0]}{arch[1]} ({type(e).__name__}: "
+                      f"{e}); the fp16 fallback decodes with torch ops")
+            fn = False
+        _decoders[arch] = fn
+    return fn or None
+
+
+def launch_decoder(decoder, jobs: Sequence[tuple[int, ...]], device: torch.device) -> None:
+    """One decode launch on the current stream over `jobs` (decode_jobs' rows)."""
+    table = to_device_async(torch.tensor(jobs, dtype=torch.int64), device)
+    with torch.cuda.device(device):  # the module and the stream are the device's
+        decoder(device_ptr(table, cutlass.Int64), device_ptr(_e2m1_pair_table(device), cutlass.Int32),
+                device_ptr(_e4m3_pair_table(device), cutlass.Int32), Int32(len(jobs)),
+                Int32(max(job[3] for job in jobs)), current_stream(device.index))
+# <<< decode kernel
 
 
 # ======================================================================================

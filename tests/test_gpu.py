@@ -455,3 +455,38 @@ def test_fp16_fallback_on_the_gpu(case):
     torch.cuda.synchronize()
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
+@pytest.mark.parametrize("case", [
+    Case("bench1", (40, 76, 168, 72, 164, 148, 196, 160), (7168,) * 8, (2048,) * 8),
+    Case("m1_k7168", (1, 7), (128, 7168), (7168, 256)),
+    Case("edges", (129, 1000, 3), (384, 128, 256), (768, 256, 4096)),
+], ids=lambda c: c.id)
+def test_fp4_decoder_gives_the_torch_decodes_bits(case, monkeypatch):
+    """The fp16 fallback's decode kernel (Fp4RowDecoder) against the torch decode: the same
+    fp16 operands bit for bit (a NaN scale's block NaN in both), so the same C; in two
+    batches as well as one."""
+    device = torch.device("cuda")
+    assert submission.fp4_decoder(device) is not None, "the decode kernel did not compile here"
+    data = reference.generate_input(**case.args())
+    nan = torch.tensor([float("nan")], device=device).to(torch.float8_e4m3fn)
+    data[2][0][1][3, 0, 0, 1, 0, 0] = nan[0]  # group 0's b, row 3, K 16..31
+    problem = submission.validate_inputs(data)
+    groups = list(range(len(problem.sizes)))
+    jobs, decoded = submission.decode_jobs(data, problem, groups)
+    submission.launch_decoder(submission.fp4_decoder(device), jobs, device)
+    for g in groups:
+        k = problem.sizes[g][2]
+        for side in (0, 1):
+            got = decoded[g][side]
+            want = submission._dequantize_rows_f16(data[0][g][side][:, :, 0], data[2][g][side], k)
+            assert torch.equal(torch.isnan(got), torch.isnan(want)), (g, side)
+            assert torch.equal(got.nan_to_num().view(torch.int16), want.nan_to_num().view(torch.int16)), (g, side)
+    assert torch.isnan(decoded[0][1][3, 16:32]).all()
+    by_torch = [c.clone() for c in submission.run_torch_fp16(_clone(data), problem, decode_kernel=False)]
+    for limit in (submission.DECODE_BATCH_BYTES, 1):  # one launch; one group per launch
+        monkeypatch.setattr(submission, "DECODE_BATCH_BYTES", limit)
+        by_kernel = submission.run_torch_fp16(_clone(data), problem)
+        for g, (x, y) in enumerate(zip(by_kernel, by_torch)):
+            assert torch.equal(torch.isnan(x), torch.isnan(y)), g
+            assert torch.equal(x.nan_to_num().view(torch.int16), y.nan_to_num().view(torch.int16)), g

@@ -104,6 +104,25 @@ def test_sm90_registers(tmp_path):
     assert "Used" in out and "registers" in out
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_fp4_decoder_compiles_for_any_arch(tmp_path, arch):
+    """The fp16 fallback's decode kernel (Fp4RowDecoder) serves GPUs without one of our
+    GEMMs, Ampere on: it compiles for sm_80 as for sm_90a, without local memory, with only
+    instructions every such GPU has (8-byte loads, a table lookup and an f16x2 multiply
+    per packed byte, 16-byte stores)."""
+    code = "import submission as S\nS.compile_fp4_decoder()\n"
+    env = dict(os.environ, CUTE_DSL_ARCH=arch, CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=600)
+    ptx = [Path(p).read_text() for p in glob.glob(str(tmp_path / "*.ptx"))]
+    assert len(ptx) == 1
+    ptx = ptx[0]
+    assert re.search(rf"\.target\s+{arch}\b", ptx), re.findall(r"\.target.*", ptx)
+    assert "ld.global.nc.v2.b32" in ptx and "ld.global.nc.u8" in ptx
+    assert ptx.count("mul.rn.f16x2") == 8 and ptx.count("st.global.v4.b32") == 2
+    assert "ld.local" not in ptx and "st.local" not in ptx and "cvt.rn.f16x2.e4m3x2" not in ptx
+
+
 def test_compile_cache_one_entry_per_config(monkeypatch):
     calls = []
     monkeypatch.setattr(S.cute, "compile", lambda fn, *a, **k: calls.append(fn) or object())

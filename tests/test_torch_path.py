@@ -195,3 +195,88 @@ def test_fp16_path_takes_any_layout_the_exact_path_takes():
     assert got[1] is data[0][1][2] and not got[1].is_contiguous()
     for g, (out, ref) in enumerate(zip(got, expected)):
         assert verbose_allclose(out, ref, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
+# ---- Fp4RowDecoder, the fp16 fallback's decode kernel on CUDA: its host side here (its
+# compile in tests/test_sm90_compile.py, its results on a GPU in tests/test_gpu.py)
+
+def _raw_bytes(t):
+    """The bytes of t's storage from its first element on, as a flat uint8 tensor (what a
+    kernel addresses from data_ptr())."""
+    raw = t.view(torch.uint8)
+    return raw.as_strided((raw.untyped_storage().nbytes() - raw.storage_offset(),), (1,), raw.storage_offset())
+
+
+@pytest.mark.parametrize("rows, k", [(1, 256), (7, 512), (129, 1024), (300, 768), (64, 7168)])
+def test_decode_scale_offset_addresses_the_blocked_scales(rows, k):
+    data = reference.generate_input(m=(rows,), n=(128,), k=(k,), g=1, seed=rows)
+    sfa = data[2][0][0]
+    flat = _raw_bytes(sfa)
+    r = torch.arange(rows).repeat_interleave(k // 16)
+    j = torch.arange(k // 16).repeat(rows)
+    offsets = submission.decode_scale_offset(r, j, submission.ceil_div(k, 64))
+    want = submission._blocked_scales(sfa, rows, k).to(torch.float8_e4m3fn).view(torch.uint8).reshape(-1)
+    assert torch.equal(flat[offsets], want)
+
+
+def test_e4m3_pair_table_is_each_scale_twice_in_fp16():
+    table = submission._e4m3_pair_table(torch.device("cpu"))
+    halves = table.view(torch.int16).view(torch.float16).view(256, 2)
+    scales = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float16)
+    assert torch.equal(halves[:, 0].view(torch.int16), halves[:, 1].view(torch.int16))
+    finite = ~torch.isnan(scales)
+    assert finite.sum() == 254 and torch.isnan(halves[~finite, 0]).all()
+    assert torch.equal(halves[finite, 0], scales[finite])
+
+
+def _emulate_decoder(job, packed, sf, table_pairs, table_scales):
+    """Fp4RowDecoder's arithmetic for one job, in torch on the CPU: thread t reads the 8
+    bytes at t * 8 and the scale byte at decode_scale_offset, multiplies each byte's f16x2
+    by the scale's f16x2 and writes 32 bytes at t * 32."""
+    _, _, _, blocks, kblocks, rest_k = job
+    t = torch.arange(blocks)
+    r, j = t // kblocks, t % kblocks
+    scale = _raw_bytes(sf)[submission.decode_scale_offset(r, j, rest_k)].long()
+    s2 = table_scales[scale].view(torch.float16).view(blocks, 1, 2)
+    pairs = table_pairs[_raw_bytes(packed)[: blocks * 8].long()].view(torch.float16).view(blocks, 8, 2)
+    return (pairs * s2).reshape(-1)
+
+
+def test_decode_jobs_and_the_decoders_arithmetic_give_the_torch_decode():
+    """decode_jobs' fields, with the kernel's indexing and tables (emulated), reproduce
+    _dequantize_rows_f16 bit for bit, NaN scales included."""
+    data = reference.generate_input(m=(40, 129), n=(256, 384), k=(512, 1024), g=2, seed=4)
+    nan = torch.tensor([float("nan")]).to(torch.float8_e4m3fn)
+    data[2][1][1][7, 1, 0, 3, 2, 0] = nan[0]  # row 39, scale column 11 of group 1's b
+    problem = submission.validate_inputs(data)
+    jobs, outputs = submission.decode_jobs(data, problem, [0, 1])
+    pairs = submission._e2m1_pair_table(torch.device("cpu"))
+    scales = submission._e4m3_pair_table(torch.device("cpu"))
+    assert len(jobs) == 4 and set(outputs) == {0, 1}
+    for i, job in enumerate(jobs):
+        g, side = divmod(i, 2)
+        (m, n, k, _), packed, sf = problem.sizes[g], data[0][g][side], data[2][g][side]
+        rows = (m, n)[side]
+        out = outputs[g][side]
+        assert job == (packed.data_ptr(), sf.data_ptr(), out.data_ptr(), rows * k // 16, k // 16, k // 64)
+        assert out.shape == (rows, k) and out.dtype == torch.float16
+        got = _emulate_decoder(job, packed, sf, pairs, scales).view(rows, k)
+        want = submission._dequantize_rows_f16(packed[:, :, 0], sf, k)
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        assert torch.equal(got.nan_to_num().view(torch.int16), want.nan_to_num().view(torch.int16))
+    assert torch.isnan(_emulate_decoder(jobs[3], data[0][1][1], data[2][1][1], pairs, scales).view(384, 1024)[39, 176:192]).all()
+
+
+def test_decode_batches_bound_the_decoded_bytes():
+    sizes = [(64, 4096, 7168, 1)] * 3 + [(0, 128, 256, 1), (1, 128, 256, 1)]
+    per_group = (64 + 4096) * 7168 * 2  # 59.6 MB
+    assert submission.decode_batches(sizes, [0, 1, 2, 4]) == [[0, 1, 2, 4]]
+    assert submission.decode_batches(sizes, [0, 1, 2, 4], limit=2 * per_group) == [[0, 1], [2, 4]]
+    assert submission.decode_batches(sizes, [0, 1, 2], limit=per_group - 1) == [[0], [1], [2]]
+    assert submission.decode_batches(sizes, []) == []
+
+
+def test_fp16_path_on_the_cpu_never_asks_for_the_decoder(monkeypatch):
+    monkeypatch.setattr(submission, "fp4_decoder", lambda device: pytest.fail("decoder asked for on the CPU"))
+    data = reference.generate_input(m=(64,), n=(128,), k=(256,), g=1, seed=2)
+    _fp16_path(data)
