@@ -42,7 +42,7 @@ for case in task_cases("benchmarks"):
     kernel_decode = per_call_us(lambda d=data, p=problem: S.run_torch_fp16(d, p))
     groups = list(range(len(problem.sizes)))
     jobs, decoded = S.decode_jobs(data, problem, groups)
-    decode_only = per_call_us(lambda j=jobs: S.launch_decoder(S.fp4_decoder(problem.device), j, problem.device))
+    decode_only = per_call_us(lambda j=jobs, dev=problem.device: S.launch_decoder(S.fp4_decoder(dev), j, dev))
     gemms = per_call_us(lambda d=decoded, cs=[abc[2] for abc in data[0]]: [torch.mm(a, b.T, out=c[:, :, 0]) for (a, b), c in zip(d.values(), cs)])
     print(f"G={case.g} N={case.n[0]} K={case.k[0]}: torch decode {torch_decode:.0f} us, kernel decode {kernel_decode:.0f} us "
           f"({torch_decode / kernel_decode:.1f}x); the decode launch alone {decode_only:.0f} us, the GEMMs alone {gemms:.0f} us; "
