@@ -4896,7 +4896,9 @@ def fp4_decoder(device: torch.device):
 
 
 def launch_decoder(decoder, jobs: Sequence[tuple[int, ...]], device: torch.device) -> None:
-    """One decode launch on the current stream over `jobs` (decode_jobs' rows)."""
+    """One decode launch on the device's current stream over `jobs` (decode_jobs' rows)."""
+    if device.index is None:  # "cuda": the current device
+        device = torch.device("cuda", torch.cuda.current_device())
     table = to_device_async(torch.tensor(jobs, dtype=torch.int64), device)
     with torch.cuda.device(device):  # the module and the stream are the device's
         decoder(device_ptr(table, cutlass.Int64), device_ptr(_e2m1_pair_table(device), cutlass.Int32),
