@@ -12,9 +12,10 @@ Products are accumulated in fp32 and rounded once to fp16.
 Paths, chosen at the first call for each device (never at import):
     sm_100 (B200)  -> Sm100BlockScaledGroupedGemm: tcgen05 kind::mxf4nvf4 block-scaled MMA
     sm_90 (H100/H200) -> Sm90Fp4GroupedGemm: wgmma with the FP4 decode fused into the main loop
-    anything else  -> run_torch_fallback: decode + cuBLAS fp16 GEMM with fp32 sums on other
-                      CUDA GPUs (run_torch_fp16), decode + fp32 matmul elsewhere
-                      (run_torch_exact); both within the leaderboard's tolerance
+    anything else  -> run_torch_fallback: decode (Fp4RowDecoder, or torch ops) + cuBLAS fp16
+                      GEMM with fp32 sums on other CUDA GPUs (run_torch_fp16), decode + fp32
+                      matmul elsewhere (run_torch_exact); both within the leaderboard's
+                      tolerance
 `NVFP4_GEMM_PATH=auto|sm100|sm90|torch` forces a path. A shape outside a kernel's
 `can_implement`, a missing CuTe DSL or a failed compile falls back to the torch path with
 one warning naming the reason. The Blackwell kernel's first launch per config and problem
@@ -30,6 +31,7 @@ Layout of this file:
     6. CuTe DSL launch glue (pointers, streams)
     7. Blackwell kernel (Sm100BlockScaledGroupedGemm, Sm100Config)
     8. Hopper kernel (Sm90Fp4GroupedGemm, Sm90Config)
+    8b. FP4 decode kernel of the CUDA fallback (Fp4RowDecoder), any GPU the DSL targets
     9. Dispatch (custom_kernel)
 """
 
