@@ -30,13 +30,14 @@ def per_call_us(fn, calls=10):
     return statistics.median(samples)
 
 
-for case in task_cases("benchmarks"):
-    data = reference.generate_input(**case.args())
-    problem = S.validate_inputs(data)
-    expected = [c.clone() for c in reference.ref_kernel(data)]
-    out = S.run_torch_fp16(data, problem)
-    excess = max(((o.float() - e.float()).abs() - 1e-3 - 1e-3 * e.float().abs()).max().item() for o, e in zip(out, expected))
-    exact = per_call_us(lambda d=data, p=problem: S.run_torch_exact(d, p))
-    fp16 = per_call_us(lambda d=data, p=problem: S.run_torch_fp16(d, p))
-    print(f"G={case.g} N={case.n[0]} K={case.k[0]}: exact fp32 {exact:.0f} us, fp16 {fp16:.0f} us "
-          f"({exact / fp16:.1f}x); fp16 worst |err| - tol {excess:.2e} (<= 0 passes)", flush=True)
+if __name__ == "__main__":
+    for case in task_cases("benchmarks"):
+        data = reference.generate_input(**case.args())
+        problem = S.validate_inputs(data)
+        expected = [c.clone() for c in reference.ref_kernel(data)]
+        out = S.run_torch_fp16(data, problem)
+        excess = max(((o.float() - e.float()).abs() - 1e-3 - 1e-3 * e.float().abs()).max().item() for o, e in zip(out, expected))
+        exact = per_call_us(lambda d=data, p=problem: S.run_torch_exact(d, p))
+        fp16 = per_call_us(lambda d=data, p=problem: S.run_torch_fp16(d, p))
+        print(f"G={case.g} N={case.n[0]} K={case.k[0]}: exact fp32 {exact:.0f} us, fp16 {fp16:.0f} us "
+              f"({exact / fp16:.1f}x); fp16 worst |err| - tol {excess:.2e} (<= 0 passes)", flush=True)

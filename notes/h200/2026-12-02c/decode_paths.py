@@ -2,7 +2,7 @@
 events around 10 calls after 2 warm-up calls, median of 5), its operands decoded by
 Fp4RowDecoder against the torch decode, with the cuBLAS GEMMs alone (operands decoded
 beforehand) for scale, and the kernel-decoded path's worst excess over the tolerance."""
-import statistics
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -15,20 +15,11 @@ import reference  # noqa: E402
 import submission as S  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
-
-def per_call_us(fn, calls=10):
-    for _ in range(2):
-        fn()
-    samples = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(samples)
+# the eighteenth session's event timing (CUDA events around 10 calls, median of 5)
+_spec = importlib.util.spec_from_file_location("torch_paths", ROOT / "notes/h200/2026-12-02b/torch_paths.py")
+_torch_paths = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_torch_paths)
+per_call_us = _torch_paths.per_call_us
 
 
 print("decoder:", S.fp4_decoder(torch.device("cuda")) is not None, flush=True)
