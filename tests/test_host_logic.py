@@ -101,14 +101,14 @@ def test_split_tiles_by_width_keeps_every_tile_in_its_narrowest_phase(seed, widt
         assert [order[r] for r in phase] == sorted(order[r] for r in phase)
 
 
-@pytest.mark.parametrize("stream_k", [False, True])
+@pytest.mark.parametrize("split_k", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_hopper_schedule_of_96_row_token_tiles_covers_every_k_tile_once(seed, stream_k):
+def test_hopper_schedule_of_96_row_token_tiles_covers_every_k_tile_once(seed, split_k):
     """sm90_work_schedule at tile_n 192 with 96-token tiles (phases 96 / 64 / 32): every
     K-tile of every tile once, each unit in the phase of its tile's used rows."""
     rng = random.Random(seed)
     sizes = _random_sizes(rng, rng.choice([1, 2, 8, 64]))
-    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), stream_k=stream_k)
+    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), split_k=split_k)
     ws = submission.sm90_work_schedule(sizes, cfg, 132)
     covered = collections.Counter()
     for c, cta in enumerate(ws.ctas):
@@ -143,26 +143,26 @@ def _benchmark_like(rng, groups):
 _WIDTH_COST = {128: 1.0, 96: 0.8, 64: 0.6, 32: 0.4}  # us per K-tile, by token width
 
 
-def _units(sizes, stream_k, tile_n=128, grid=132, widths=(128, 96, 64), unit_us=2.0, fixup_us=0.6):
+def _units(sizes, split_k, tile_n=128, grid=132, widths=(128, 96, 64), unit_us=2.0, fixup_us=0.6):
     rows = build_tile_schedule(sizes, 128, tile_n)
     rows, counts = split_tiles_by_width(rows, sizes, widths)
     k_tiles = [k // 128 for _, _, k, _ in sizes]
-    if stream_k:
+    if split_k:
         kt_us = [_WIDTH_COST[w] for w in widths]
-        gen = submission.balanced_units if stream_k == "balanced" else submission.stream_k_units
+        gen = submission.balanced_units if split_k == "balanced" else submission.k_range_units
         ws = gen(rows, counts, k_tiles, grid, kt_us, unit_us, fixup_us)
     else:
         ws = submission.round_robin_units(rows, counts, k_tiles, min(grid, len(rows)))
     return rows, submission.phase_of_rows(counts), k_tiles, ws
 
 
-@pytest.mark.parametrize("stream_k", [False, True, "balanced"])
+@pytest.mark.parametrize("split_k", [False, True, "balanced"])
 @pytest.mark.parametrize("seed", range(12))
-def test_work_units_cover_every_k_tile_once(seed, stream_k):
+def test_work_units_cover_every_k_tile_once(seed, split_k):
     rng = random.Random(seed)
     sizes = _benchmark_like(rng, rng.choice([1, 2, 8, 16, 64]))
     widths = rng.choice([(128, 64), (128, 96, 64), (128, 96, 32), (128,)])
-    rows, phase_of, k_tiles, ws = _units(sizes, stream_k, rng.choice([128, 256]), widths=widths)
+    rows, phase_of, k_tiles, ws = _units(sizes, split_k, rng.choice([128, 256]), widths=widths)
     phase = dict(zip(rows, phase_of))
     assert len(ws.ctas) <= 132 and len(ws.starts) == len(ws.ctas)
     covered = collections.Counter()
@@ -186,8 +186,8 @@ def test_work_units_cover_every_k_tile_once(seed, stream_k):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_stream_k_pieces_wait_only_for_a_lower_ctas_first_unit(seed):
-    # the kernel's deadlock-freedom argument (stream_k_units): a FIXUP on CTA c waits for
+def test_k_range_pieces_wait_only_for_a_lower_ctas_first_unit(seed):
+    # the kernel's deadlock-freedom argument (k_range_units): a FIXUP on CTA c waits for
     # one PARTIAL, which is the first unit of a CTA below c, of the same tile, ending
     # where the FIXUP starts; every slot is written once and read once
     rng = random.Random(100 + seed)
@@ -287,7 +287,7 @@ def test_balanced_keeps_an_even_shape_whole():
     assert bal.num_slots == 0 and all(len(c) == 1 for c in bal.ctas)
 
 
-def test_stream_k_balances_the_benchmark_shape():
+def test_k_range_balances_the_benchmark_shape():
     # shape 0 of task.yml: the round robin leaves 2 full + 1 narrow tile on 88 of 132 CTAs
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
     widths = (128, 64)
@@ -298,7 +298,7 @@ def test_stream_k_balances_the_benchmark_shape():
     assert max(sk) < 1.02 * sum(sk) / len(sk) and max(sk) < 0.95 * max(rr)
 
 
-def test_stream_k_keeps_small_problems_whole():
+def test_k_range_keeps_small_problems_whole():
     # one tile, enough CTAs: split in two at most, and never into pieces below min_kt
     _, _, _, ws = _units([(64, 128, 1024, 1)], True)
     pieces = [u for cta in ws.ctas for u in cta]

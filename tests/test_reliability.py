@@ -35,13 +35,13 @@ def test_soak_10000_calls_keeps_memory_bounded(stubbed_runner):
     assert result["host_python_bytes_growth"] < 1_000_000, result
 
 
-def test_new_sizes_stream_reports_the_collectors_share(stubbed_runner):
-    """tools/host_overhead.py --new-sizes-stream on the stubbed kernel: every call counted,
+def test_new_sizes_sequence_reports_the_collectors_share(stubbed_runner):
+    """tools/host_overhead.py --new-sizes-sequence on the stubbed kernel: every call counted,
     the order statistics in order, and collections reported per generation with their
     time (some must run: 20 calls with new inputs each allocate past gen 0's threshold)."""
-    from tools.host_overhead import new_sizes_stream
+    from tools.host_overhead import new_sizes_sequence
 
-    r = new_sizes_stream(20, n=256, k=512)
+    r = new_sizes_sequence(20, n=256, k=512)
     assert 0 < r["median_us"] <= r["p99_us"] <= r["max_us"] and r["mean_us"] <= r["max_us"]
     assert r["gc"] and all(v["collections"] > 0 and v["ms"] >= 0 for v in r["gc"].values())
     assert set(r["gc"]) <= {"gen0", "gen1", "gen2"}

@@ -48,7 +48,7 @@ class StubKernel:
             self.inits += 1
             tensormaps.fill_(7)  # stands for the descriptors
 
-        def prepare(sizes, ptrs, tensormaps, sched, grid, on_new_stream=None):
+        def prepare(sizes, ptrs, tensormaps, sched, grid):
             def launch():
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
@@ -361,8 +361,8 @@ def test_call_cache_latest_hit_shortcut_is_invalidated_and_keeps_lru_order():
     assert cache.get(("c",)) is None
 
 
-@pytest.mark.parametrize("groups", [1, 2, 3, 8, 16, submission.CALL_KEY_MAX_GROUPS, submission.CALL_KEY_MAX_GROUPS + 1])
-def test_the_unrolled_call_key_is_the_generic_one(groups):
+@pytest.mark.parametrize("groups", [1, 2, 3, 8, 16, 64, 65])
+def test_the_call_key_is_every_tensors_id_then_the_sizes(groups):
     abc = [tuple(object() for _ in range(3)) for _ in range(groups)]
     sfr = [tuple(object() for _ in range(2)) for _ in range(groups)]
     sizes = [(64 + g, 128, 256, 1) for g in range(groups)]
@@ -411,8 +411,9 @@ def test_direct_launcher_keeps_its_own_packed_array_and_reports_errors():
     launch()
     assert fn._default_executor.calls == [[11, 22, 33]]
     fn._default_executor.cuda_result.value = 700
-    with pytest.raises(RuntimeError, match="CUDA error 700"):
+    with pytest.raises(submission.KernelLaunchError, match="CUDA error 700") as error:
         launch()
+    assert error.value.code == 700 and error.value.sticky
 
 
 def test_direct_launcher_declines_an_unknown_executor_layout():
@@ -618,165 +619,89 @@ def test_a_live_table_keeps_its_schedule_when_the_schedules_cache_evicts_it(stub
     assert torch.equal(out[0], _expected(data)[0])
 
 
-def test_a_table_launched_under_graph_capture_outlives_the_caches_and_the_tensors(stub, monkeypatch):
-    """A captured launch replays the table's addresses for as long as the graph lives, which
-    the runner cannot see: such a table is kept even after its call's tensors and every
-    cache entry are gone."""
-    capturing = [False]
-    runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
-    data = stub.register(_data(21, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(data)  # warm-up outside the capture
-    capturing[0] = True
-    submission.custom_kernel(data)  # captured: the fast path
-    capturing[0] = False
-    assert stub.launches == 2 and len(runner.graph_tables) == 1
-    descriptors = weakref.ref(_only(runner.pointers).tensormaps)
-    schedule = weakref.ref(_only(runner.schedules).tables["schedule"])
-    stub.data_by_ptrs.clear()
-    del data
-    _churn(stub, range(110, 114))
-    gc.collect()
-    assert descriptors() is not None and schedule() is not None
-    assert all(t.tensormaps is not descriptors() for t in runner.pointers._data.values())
-
-
-def test_a_table_launched_by_layout_under_capture_is_kept(stub, monkeypatch):
-    """New tensor objects over a warm call's memory, captured: the layouts path launches
-    the table, and keeps it for the graph like the other paths."""
-    capturing = [False]
-    runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
-    data = stub.register(_data(26, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(data)
-    capturing[0] = True
-    views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
-    out = submission.custom_kernel(views)
-    capturing[0] = False
-    assert runner.layouts.hits == 1 and stub.launches == 2 and len(runner.graph_tables) == 1
-    assert torch.equal(out[0], _expected(data)[0])
-
-
-def test_a_warm_table_is_kept_when_the_slow_path_launches_it_under_capture(stub, monkeypatch):
-    capturing = [False]
-    runner = _small_runner(stub, monkeypatch, capturing=lambda: capturing[0])
-    data = stub.register(_data(23, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(data)
-    views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
-    capturing[0] = True
-    out = submission.custom_kernel(views)  # new tensor objects, same pointers: run(), no build
-    capturing[0] = False
-    assert stub.inits == 1 and stub.launches == 2 and len(runner.graph_tables) == 1
-    assert torch.equal(out[0], _expected(data)[0])
-
-
-def test_a_first_call_under_graph_capture_builds_nothing_and_falls_back(stub, monkeypatch):
-    """Under capture the descriptor upload, the init kernel and the self-check would be
-    captured (or not allowed): nothing is built and the call takes the exact path."""
-    _small_runner(stub, monkeypatch, capturing=lambda: True)
-    data = _data(22)
-    submission._warned.clear()
-    with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
-        out = submission.custom_kernel(data)
-    assert stub.compiles == 0 and stub.inits == 0 and stub.launches == 0
-    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
-
-
-def test_a_self_check_due_under_capture_falls_back(stub, monkeypatch):
-    capturing = [False]
-    runner = _small_runner(stub, monkeypatch, self_check=True, capturing=lambda: capturing[0])
-    data = stub.register(_data(24, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(data)
-    runner.checked.clear()  # e.g. evicted from its LRU
-    runner.calls.clear()
-    runner.layouts.clear()
-    capturing[0] = True
-    submission._warned.clear()
-    with pytest.warns(RuntimeWarning, match="inside CUDA graph capture"):
-        out = submission.custom_kernel(data)
-    assert stub.launches == 1 and not runner.graph_tables
-    assert torch.equal(out[0], _expected(data)[0])
-
-
-def test_the_exact_paths_code_table_computed_under_capture_is_exact():
-    """Under capture the table comes from torch ops (what the graph replays), not a copy."""
-    table = submission._e2m1_values_computed(torch.device("cpu"))
-    want = torch.tensor(submission._E2M1_VALUES)
-    assert torch.equal(table, want) and torch.equal(torch.signbit(table), torch.signbit(want))
-
-
-def test_bind_launch_runs_the_new_stream_hook_once_per_stream_before_launching(monkeypatch):
-    raw = [5]
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: raw[0], raising=False)
-    monkeypatch.setattr(submission, "cuda", type("FakeDriver", (), {"CUstream": staticmethod(lambda r: f"s{r}")}))
+def test_bind_launch_binds_once_then_launches_the_bound_arguments():
     log = []
-    launch = submission.bind_launch(lambda *args: log.append(("launch", args[-1])), (1, 2), 0,
-                                    lambda r: log.append(("new stream", r)))
+    launch = submission.bind_launch(lambda *args: log.append(args), (1, 2))
     launch()
     launch()
-    raw[0] = 7
-    launch()
-    raw[0] = 5
-    launch()
-    assert log == [("new stream", 5), ("launch", "s5"), ("launch", "s5"),
-                   ("new stream", 7), ("launch", "s7"), ("launch", "s5")]
+    assert log == [(1, 2), (1, 2)]
 
 
-class _FakeReady:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
+class _DslCudaError(Exception):
+    """The CuTe DSL's runtime error surface: an int `error_code` (DSLCudaRuntimeError)."""
 
-    def order(self, raw):
-        self.log.append((self.name, raw))
+    def __init__(self, code):
+        super().__init__(f"CUDA launch failed ({code})")
+        self.error_code = code
 
 
-def test_a_schedule_and_table_made_on_one_stream_are_waited_for_on_another(stub, monkeypatch):
-    """The schedule's uploads are queued on the stream that built them: a call on another
-    stream waits for them before its new table's init kernel reads the sizes, and for a
-    table built elsewhere before launching it; the table's own launcher does the same for a
-    stream it has not launched on (bind_launch's hook)."""
-    log, made, raw = [], [], [1]
-    monkeypatch.setattr(submission, "current_raw_stream", lambda device: raw[0])
+@pytest.mark.parametrize("code, sticky", [(1, False), (912, False), (801, False), (701, False),
+                                          (700, True), (719, True), (999, True)])
+def test_a_first_launch_error_carries_its_code_and_stickiness(code, sticky):
+    def fail(*args):
+        raise _DslCudaError(code)
 
-    def ready(device):
-        made.append(_FakeReady(log, ("schedule0", "table0", "table1")[len(made)]))
-        return made[-1]
+    launch = submission.bind_launch(fail, (1,))
+    with pytest.raises(submission.KernelLaunchError) as error:
+        launch()
+    assert error.value.code == code and error.value.sticky is sticky
+    assert submission.is_sticky_error(error.value) is sticky
+    assert submission.cuda_error_code(_DslCudaError(code)) == code
 
-    monkeypatch.setattr(submission, "stream_ready", ready)
-    hooks = []
-    backend = stub.runner.backend
-    compile_stub = backend.compile
 
-    def compile_logging(config):
+def _launch_failing_with(stub, monkeypatch, code):
+    """The stub's launches raise KernelLaunchError(code) from the table's launcher."""
+    compile_stub = stub.runner.backend.compile
+
+    def compile_failing(config):
         kernels = compile_stub(config)
 
-        def init(ptrs, sizes, tensormaps):
-            log.append(("init",))
-            kernels.init(ptrs, sizes, tensormaps)
+        def prepare(*args):
+            kernels.prepare(*args)
 
-        def prepare(*args, on_new_stream=None):
-            hooks.append(on_new_stream)
-            return kernels.prepare(*args)
+            def launch():
+                stub.launches += 1
+                raise submission.KernelLaunchError(code, "stub")
 
-        return CompiledKernels(init, prepare)
+            return launch
 
-    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(backend, compile=compile_logging))
-    first = stub.register(_data(30, m=(64,), n=(128,), k=(256,)))
-    second = stub.register(_data(31, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(first)  # stream 1 builds schedule0 and table0
-    raw[0] = 2
-    submission.custom_kernel(second)  # stream 2: same sizes, new pointers
-    # stream 2: table0 through the slow path (sizes as lists: no call or layout key)
-    views = ([tuple(t[:] for t in g) for g in first[0]], first[1], [tuple(t[:] for t in g) for g in first[2]],
-             [list(s) for s in first[3]])
-    submission.custom_kernel(views)
-    assert log == [("schedule0", 1), ("init",), ("table0", 1),
-                   ("schedule0", 2), ("init",), ("table1", 2),
-                   ("schedule0", 2), ("table0", 2)]
-    assert [h.__self__.name for h in hooks] == ["table0", "table1"]  # each launcher's new-stream hook
+        return CompiledKernels(kernels.init, prepare)
+
+    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, compile=compile_failing))
+
+
+def test_a_launch_refused_with_the_context_usable_falls_back_to_scaled_mm_once(stub, monkeypatch):
+    """On sm100 a launch that fails without faulting (here CUDA error 912, a cluster shape
+    that cannot be scheduled) warns once and hands the call, and later ones, to
+    torch._scaled_mm; the config is not launched again."""
+    monkeypatch.setattr(submission, "select_path", lambda device: "sm100")
+    monkeypatch.setitem(submission._BACKENDS, "sm100", stub.backend)
+    _launch_failing_with(stub, monkeypatch, 912)
+    cublas = []
+
+    def scaled_mm(data, problem):
+        cublas.append(1)
+        return _EXACT(data, problem)
+
+    monkeypatch.setattr(submission, "run_scaled_mm", scaled_mm)
+    data = stub.register(_data(29))
+    first, second, messages = _twice_with_warnings(data)
+    assert stub.launches == 1 and cublas == [1, 1]
+    assert len(messages) == 1 and "could not launch" in messages[0] and "CUDA error 912" in messages[0]
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def test_a_sticky_launch_error_propagates(stub, monkeypatch):
+    """An illegal address (700) leaves the context unusable: no fallback can run on it."""
+    _launch_failing_with(stub, monkeypatch, 700)
+    with pytest.raises(submission.KernelLaunchError, match="CUDA error 700"):
+        submission.custom_kernel(stub.register(_data(32)))
 
 
 def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(stub, monkeypatch):
     """Like a torch op, a call on device 1's tensors works while device 0 is current: the
-    kernel's module and streams belong to device 1, so both paths switch to it around the
+    kernel's module and default queue belong to device 1, so both paths switch to it around the
     launch (and back)."""
     current, seen = [0], []
 
@@ -799,7 +724,7 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
     def compile_watching(config):
         kernels = launch_stub(config)
 
-        def prepare(*args, on_new_stream=None):
+        def prepare(*args):
             launch = kernels.prepare(*args)
 
             def watched():
@@ -825,49 +750,6 @@ def test_a_process_that_sees_one_device_never_asks_for_the_current_one(monkeypat
     assert alone._other_device_current() is False and not asked
     shared = GroupedGemmRunner(StubKernel().backend(), num_sms=132, device_index=0)
     assert shared._other_device_current() is False and asked == [1]
-
-
-def test_stream_ready_waits_once_per_other_stream_and_never_under_capture(monkeypatch):
-    """StreamReady's own code, with torch's CUDA calls faked (CI has no GPU)."""
-    raw, waits, capturing = [3], [], [False]
-
-    class FakeEvent:
-        def record(self, stream):
-            self.stream = stream
-
-    class FakeStream:
-        def __init__(self, index=None):
-            self.index = index
-
-        def wait_event(self, event):
-            waits.append((raw[0], self.index, event))
-
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "current_stream", FakeStream)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: raw[0], raising=False)
-    monkeypatch.setattr(submission, "stream_is_capturing", lambda index: capturing[0])
-    ready = submission.stream_ready(torch.device("cuda", 1))
-    assert ready.event.stream.index == 1  # recorded on the tensors' device's current stream
-    ready.order(3)  # the stream that made it
-    raw[0] = 5
-    ready.order(5)
-    ready.order(5)
-    assert waits == [(5, 1, ready.event)]
-    raw[0], capturing[0] = 9, True
-    ready.order(9)  # under capture: no wait, and the stream is not marked
-    capturing[0] = False
-    ready.order(9)
-    assert waits == [(5, 1, ready.event), (9, 1, ready.event)]
-    assert submission.stream_ready(torch.device("cpu")) is None
-
-
-def test_stream_is_capturing_answers_the_default_stream_without_asking_the_driver(monkeypatch):
-    asked = []
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: asked.append(1) or True)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0, raising=False)
-    assert submission.stream_is_capturing(0) is False and not asked
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 77, raising=False)
-    assert submission.stream_is_capturing(0) is True and asked == [1]
 
 
 @pytest.mark.parametrize("bad", ["not data", (1, 2, 3, 4), ([(1, 2, 3)], [], [(4, 5)], [(64, 128, 256, 1)]),
@@ -930,26 +812,33 @@ def test_many_threads_share_one_runner_through_evictions(stub, monkeypatch):
     assert runner.calls.hits > 0 and runner.layouts.hits > 0  # both fast paths were taken
 
 
-def test_concurrent_first_launches_on_one_stream_bind_it_once(monkeypatch):
+def test_concurrent_first_launches_bind_once(monkeypatch):
     import threading
 
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 5, raising=False)
-    monkeypatch.setattr(submission, "cuda", type("FakeDriver", (), {"CUstream": staticmethod(lambda r: f"s{r}")}))
     log = []
     gate = threading.Event()
 
-    def on_new_stream(raw):
-        gate.wait(0.2)  # hold the first thread inside its first launch
-        log.append(("new stream", raw))
+    def kernel(*args):
+        if not log:
+            gate.wait(0.2)  # hold the first thread inside its first launch
+        log.append(args)
 
-    launch = submission.bind_launch(lambda *args: log.append(("launch", args[-1])), (1, 2), 0, on_new_stream)
+    calls = []
+    real_partial = submission.functools.partial
+
+    def counting_partial(*args, **kw):
+        calls.append(1)
+        return real_partial(*args, **kw)
+
+    monkeypatch.setattr(submission.functools, "partial", counting_partial)
+    launch = submission.bind_launch(kernel, (1, 2))
     threads = [threading.Thread(target=launch) for _ in range(4)]
     for t in threads:
         t.start()
     gate.set()
     for t in threads:
         t.join()
-    assert log.count(("new stream", 5)) == 1 and log.count(("launch", "s5")) == 4
+    assert log == [(1, 2)] * 4 and len(calls) == 1  # bound by one thread, launched by all
 
 
 def test_threads_that_both_find_no_runner_share_one(monkeypatch):

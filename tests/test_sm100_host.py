@@ -152,6 +152,39 @@ def test_grid_is_persistent_and_cluster_aligned():
     assert k.sm100_grid_ctas(BASE, 3, 148) == 3
 
 
+def test_grid_follows_the_max_active_clusters_query_asked_once_per_cluster_and_device(monkeypatch):
+    """On a device the grid is as many clusters as can be resident at once (the driver's
+    occupancy query, stubbed here): fewer than 148 // 2 when GPCs leave SMs unpaired."""
+    asked = []
+
+    def query(cluster_size, device_index):
+        asked.append((cluster_size, device_index))
+        return {1: 148, 2: 70}[cluster_size]
+
+    monkeypatch.setattr(k, "query_max_active_clusters", query)
+    monkeypatch.setattr(k, "_max_active_clusters", {})
+    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    assert k.sm100_grid_ctas(cfg2, 176, 148, device_index=0) == 140
+    assert k.sm100_grid_ctas(cfg2, 5, 148, device_index=0) == 10
+    assert k.sm100_grid_ctas(k.SM100_NAMED_CONFIGS["plain_2cta_m256n128"], 500, 148, device_index=0) == 140
+    assert k.sm100_grid_ctas(BASE, 500, 148, device_index=0) == 148
+    assert k.sm100_grid_ctas(cfg2, 500, 148, device_index=1) == 140
+    assert asked == [(2, 0), (1, 0), (2, 1)]
+
+
+def test_a_failed_max_active_clusters_query_keeps_the_sm_count_with_one_warning(monkeypatch):
+    def query(cluster_size, device_index):
+        raise RuntimeError("no driver")
+
+    monkeypatch.setattr(k, "query_max_active_clusters", query)
+    monkeypatch.setattr(k, "_max_active_clusters", {})
+    k._warned.clear()
+    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    with pytest.warns(RuntimeWarning, match="max-active-clusters query failed.*no driver"):
+        assert k.sm100_grid_ctas(cfg2, 500, 148, device_index=0) == 148
+    assert k.sm100_grid_ctas(cfg2, 500, 148, device_index=0) == 148  # asked once
+
+
 def test_stage_bytes_and_budget():
     # 1-CTA 128x128: A 16 KiB + B 16 KiB + SFA 2 KiB + SFB 2 KiB per stage
     assert k.sm100_stage_bytes(BASE) == 36864

@@ -122,16 +122,16 @@ TILE_M96 = Case("tile-m96", (300, 40, 200, 129, 1), (512, 256, 384, 200, 128), (
                 full_range=True, poison=True)
 
 
-@pytest.mark.parametrize("stream_k", [False, True], ids=["whole", "stream_k"])
+@pytest.mark.parametrize("split_k", [False, True], ids=["whole", "split_k"])
 @pytest.mark.parametrize("num_sms", [3, 132])
-def test_tile_m_96_with_three_decoding_warpgroups(num_sms, stream_k):
+def test_tile_m_96_with_three_decoding_warpgroups(num_sms, split_k):
     """tile_n 192 at 96 tokens (all three consumer WGs decode tokens, two scale atoms per
     token tile) through a runner with the config forced, on a grid where CTAs walk many
     tiles of every phase and on one where most run one; NaN in the scale padding."""
     _require_sm90()
     import submission
 
-    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), stream_k=stream_k)
+    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), split_k=split_k)
     assert submission.sm90_config_is_legal(cfg) and cfg.decoder_threads == 384
     data = _make(TILE_M96)
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)

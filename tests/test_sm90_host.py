@@ -342,14 +342,14 @@ def test_makespan_model_follows_the_round_robin():
 
 
 @pytest.mark.parametrize(
-    "case, tile_n, stream_k, narrow",
+    "case, tile_n, split_k, narrow",
     [(0, 256, True, (96, 64)), (1, 256, True, (96, 64)), (2, 128, True, (96, 64)), (3, 128, False, (96, 64))],
 )
-def test_config_choice_on_the_benchmarks(case, tile_n, stream_k, narrow):
+def test_config_choice_on_the_benchmarks(case, tile_n, split_k, narrow):
     """The measured-best config per benchmark shape on the H200. Tile width and split
     (kernel us, pdl=0, shapes 0-3): 128 whole 144.8 / 86.2 / 33.3 / 16.9, 256 whole 150.5 /
-    79.5 / 54.8 / 24.5, 256 stream-K 123.3 / 74.7 / 34.6 / 20.7 (notes/measurements.md,
-    fourth session). Narrow phases (event us, tenth session): at 256 stream-K (96, 64)
+    79.5 / 54.8 / 24.5, 256 K-range 123.3 / 74.7 / 34.6 / 20.7 (notes/measurements.md,
+    fourth session). Narrow phases (event us, tenth session): at 256 K-range (96, 64)
     108.9 / 69.4 against (64,) 110.5 / 69.5 (shapes 0 / 1, run 3); at 128, (96, 64) 30.6 /
     15.3 against (64,) 31.2 / 15.6 (shapes 2 / 3, three alternating rounds, run 4), though
     no tile of shapes 2 and 3 uses the 96 phase. Shape 2 split by balanced_units (event
@@ -360,7 +360,7 @@ def test_config_choice_on_the_benchmarks(case, tile_n, stream_k, narrow):
     args = task_cases("benchmarks")[case].args()
     sizes = [(m, n, k, 1) for m, n, k in zip(args["m"], args["n"], args["k"])]
     cfg = S.choose_sm90_config(sizes, 132)
-    assert (cfg.tile_n, cfg.stream_k, cfg.narrow) == (tile_n, stream_k, narrow)
+    assert (cfg.tile_n, cfg.split_k, cfg.narrow) == (tile_n, split_k, narrow)
     assert S.sm90_config_is_legal(S.choose_sm90_config(sizes, 132))
 
 
@@ -474,26 +474,26 @@ def test_trace_gap_table_orders_points_by_time():
 
 
 @pytest.mark.parametrize(
-    "m, n, k, tile_n, stream_k",
+    "m, n, k, tile_n, split_k",
     [((64, 128), 2048, 4096, 128, True),  # 32 tiles: balanced 20.3 against 29.8 us whole
      ((300,), 4096, 4096, 128, True),  # 96 tiles: 26.3 against 30.4
-     ((40, 200, 129), 7168, 2048, 256, True),  # 280 tiles at 128: stream-K at 256, 30.0 against 33.9
+     ((40, 200, 129), 7168, 2048, 256, True),  # 280 tiles at 128: K-range at 256, 30.0 against 33.9
      ((64, 200), 4096, 2048, 128, True)],  # 128 tiles: 17.3 against 17.9
 )
-def test_config_choice_on_one_wave_shapes(m, n, k, tile_n, stream_k):
+def test_config_choice_on_one_wave_shapes(m, n, k, tile_n, split_k):
     """Measured on the H200 (notes/measurements.md, eleventh session, two rounds)."""
     sizes = [(mm, n, k, 1) for mm in m]
     cfg = S.choose_sm90_config(sizes, 132)
-    assert (cfg.tile_n, cfg.stream_k) == (tile_n, stream_k)
+    assert (cfg.tile_n, cfg.split_k) == (tile_n, split_k)
 
 
 def test_split_at_128_only_for_one_wave_problems_and_by_balanced_units():
     one = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]  # 120 tiles
     many = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]  # 352 tiles
-    cfg = S.make_sm90_config(128, stream_k=True)
+    cfg = S.make_sm90_config(128, split_k=True)
     assert S.sm90_offers_split(one, cfg, 132) and not S.sm90_offers_split(one, cfg, 119)
     assert not S.sm90_offers_split(many, cfg, 132)
-    assert S.sm90_offers_split(many, S.make_sm90_config(256, stream_k=True), 132)
+    assert S.sm90_offers_split(many, S.make_sm90_config(256, split_k=True), 132)
     ws = S.sm90_work_schedule(one, cfg, 132)
     # balanced_units: each of the 72 full tiles split once, the narrow ones whole
     assert ws.num_slots == 72 and len(ws.ctas) <= 132
@@ -502,8 +502,8 @@ def test_split_at_128_only_for_one_wave_problems_and_by_balanced_units():
     assert ws == S.balanced_units(rows, phase_sizes, [32, 32], 132,
                                   [S.SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
                                   S.SM90_BALANCE_UNIT_US, S.SM90_BALANCE_FIXUP_US)
-    # many waves at 128 (a test or a forced config): stream-K pieces as before
-    assert S.sm90_work_schedule(many, cfg, 132) == S.stream_k_units(
+    # many waves at 128 (a test or a forced config): K-range pieces as before
+    assert S.sm90_work_schedule(many, cfg, 132) == S.k_range_units(
         *S.split_tiles_by_width(S.build_tile_schedule(many, 128, 128), many, cfg.widths),
         [56] * 8, 132, *S.sm90_cost_model(cfg))
 
@@ -533,7 +533,7 @@ def test_work_schedules_are_memoized_but_follow_the_cost_constants(monkeypatch):
     SMs (the chooser's candidate is reused by the runner), and a new one when a cost
     constant it uses changes (an in-process A/B of the constants is not served stale)."""
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
-    cfg = S.make_sm90_config(256, stream_k=True)
+    cfg = S.make_sm90_config(256, split_k=True)
     first = S.sm90_work_schedule(sizes, cfg, 132)
     assert S.sm90_work_schedule(tuple(sizes), cfg, 132) is first
     assert S.sm90_work_schedule(sizes, cfg, 131) is not first
@@ -541,7 +541,7 @@ def test_work_schedules_are_memoized_but_follow_the_cost_constants(monkeypatch):
     changed = S.sm90_work_schedule(sizes, cfg, 132)
     assert changed is not first and changed != first
     one_wave = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]
-    cfg128 = S.make_sm90_config(128, stream_k=True)
+    cfg128 = S.make_sm90_config(128, split_k=True)
     balanced = S.sm90_work_schedule(one_wave, cfg128, 132)
     monkeypatch.setattr(S, "SM90_BALANCE_FIXUP_US", 5.0)
     assert S.sm90_work_schedule(one_wave, cfg128, 132) != balanced
@@ -566,7 +566,7 @@ def _bound_corpus():
 def test_makespan_bound_is_below_every_candidates_makespan(num_sms):
     """choose_sm90_config skips the candidates whose sm90_makespan_lower_bound exceeds the
     best makespan found: that is only the same choice if the bound never exceeds the
-    candidate's own makespan (whole, stream-K and balanced schedules alike), but for float
+    candidate's own makespan (whole, K-range and balanced schedules alike), but for float
     rounding within SM90_BOUND_MARGIN (seen: 410.24 against 410.23999999999984, a tile
     alone on its CTA)."""
     checked = 0
@@ -574,7 +574,7 @@ def test_makespan_bound_is_below_every_candidates_makespan(num_sms):
         for n in S.SM90_TILE_N_CHOICES:
             for w in S.SM90_NARROW_CHOICES:
                 for split in (False, True):
-                    cfg = S.make_sm90_config(n, narrow=w, stream_k=split)
+                    cfg = S.make_sm90_config(n, narrow=w, split_k=split)
                     if split and not S.sm90_offers_split(sizes, cfg, num_sms):
                         continue
                     bound = S.sm90_makespan_lower_bound(sizes, cfg, num_sms)
@@ -615,7 +615,7 @@ def test_candidates_leave_out_only_configs_that_model_alike():
         for num_sms in (132, 11):
             offered = [S.make_sm90_config(n, narrow=w) for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES]
             offered += [c for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES
-                        if S.sm90_offers_split(sizes, c := S.make_sm90_config(n, narrow=w, stream_k=True), num_sms)]
+                        if S.sm90_offers_split(sizes, c := S.make_sm90_config(n, narrow=w, split_k=True), num_sms)]
             spans = [S.sm90_makespan_us(sizes, c, num_sms) for c in offered]
             assert S.choose_sm90_config(sizes, num_sms) == offered[spans.index(min(spans))], sizes
     no_96 = [(128, 4096, 1024, 1), (40, 4096, 1024, 1), (250, 4096, 1024, 1)]  # last tiles 40, 122 rows
@@ -624,10 +624,10 @@ def test_candidates_leave_out_only_configs_that_model_alike():
     assert {c.narrow for c in S.sm90_candidate_configs(no_96 + [(80, 4096, 1024, 1)], 132)} == {(96, 64), (64,)}
 
 
-def _stream_k_candidates(sizes, num_sms):
+def _k_range_candidates(sizes, num_sms):
     for w in S.SM90_NARROW_CHOICES:
         for n in S.SM90_TILE_N_CHOICES:
-            cfg = S.make_sm90_config(n, narrow=w, stream_k=True)
+            cfg = S.make_sm90_config(n, narrow=w, split_k=True)
             rows, phase_sizes = S.phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
             if not (cfg.tile_n in S.SM90_BALANCED_TILE_N and len(rows) <= num_sms):
                 k_tiles = [k // S.SM90_PACKED_K_TILE for _, _, k, _ in sizes]
@@ -635,41 +635,41 @@ def _stream_k_candidates(sizes, num_sms):
 
 
 @pytest.mark.parametrize("num_sms", [132, 11])
-def test_stream_k_fill_fits_at_its_schedules_makespan(num_sms):
-    """What sm90_may_beat relies on: the stream-K fill fits at its own schedule's makespan
+def test_k_range_fill_fits_at_its_schedules_makespan(num_sms):
+    """What sm90_may_beat relies on: the K-range fill fits at its own schedule's makespan
     (so a fill that does not fit a budget means a makespan above it), and fits at every
     larger budget of a scan."""
     checked = 0
     for sizes in _bound_corpus():
-        for cfg, args in _stream_k_candidates(sizes, num_sms):
+        for cfg, args in _k_range_candidates(sizes, num_sms):
             makespan = S.sm90_makespan_us(sizes, cfg, num_sms)
-            assert S.stream_k_fits(makespan * (1 + S.SM90_BOUND_MARGIN), *args), (sizes, cfg)
-            fits = [S.stream_k_fits(makespan * f, *args) for f in (0.9, 0.99, 0.999, 1.001, 1.01, 1.1, 1.5, 3.0)]
+            assert S.k_range_fits(makespan * (1 + S.SM90_BOUND_MARGIN), *args), (sizes, cfg)
+            fits = [S.k_range_fits(makespan * f, *args) for f in (0.9, 0.99, 0.999, 1.001, 1.01, 1.1, 1.5, 3.0)]
             assert fits == sorted(fits), (sizes, cfg, fits)  # False ... False True ... True
             checked += 1
     assert checked > 40
 
 
 def test_config_choice_skips_a_split_candidate_by_one_fill(monkeypatch):
-    """At K = 512 (whole tiles win) the stream-K candidates are ruled out by a fill at the
+    """At K = 512 (whole tiles win) the K-range candidates are ruled out by a fill at the
     best makespan instead of a schedule each: none of them is modeled."""
     sizes = [(m, 4096, 512, 1) for m in (16, 200, 77, 256, 130, 64, 31, 180)]
     modeled = []
     real = S.sm90_makespan_us
     monkeypatch.setattr(S, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
     cfg = S.choose_sm90_config(sizes, 132)
-    assert not cfg.stream_k
-    assert modeled and not any(c.stream_k and c.tile_n == 256 for c in modeled), modeled
+    assert not cfg.split_k
+    assert modeled and not any(c.split_k and c.tile_n == 256 for c in modeled), modeled
 
 
 def test_config_choice_models_only_the_candidates_its_bound_leaves(monkeypatch):
-    """On shape 0 (stream-K at 256 wins by far) the chooser models fewer than all candidates."""
+    """On shape 0 (K-range at 256 wins by far) the chooser models fewer than all candidates."""
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
     modeled = []
     real = S.sm90_makespan_us
     monkeypatch.setattr(S, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
     cfg = S.choose_sm90_config(sizes, 132)
-    assert cfg == S.make_sm90_config(256, narrow=(96, 64), stream_k=True)
+    assert cfg == S.make_sm90_config(256, narrow=(96, 64), split_k=True)
     assert cfg in modeled and len(modeled) < 6, modeled
 
 

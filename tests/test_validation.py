@@ -58,6 +58,20 @@ def test_k_not_positive_multiple_of_16(k):
     _raises(_with_sizes(_data(), 0, (64, 128, k, 1)), rf"group 0: field 'problem_sizes': K = {k}")
 
 
+@pytest.mark.parametrize("size, what", [(("64", 128, 256, 1), "M = '64'"), ((64, 128.0, 256, 1), "N = 128.0"),
+                                        ((64, 128, "x", 1), "K = 'x'"), ((64, 128, 256, True), "L = True")])
+def test_sizes_that_are_not_integers(size, what):
+    _raises(_with_sizes(_data(), 1, size), rf"group 1: field 'problem_sizes': {re.escape(what)} is not an integer")
+
+
+def test_numpy_integer_sizes_are_taken():
+    np = pytest.importorskip("numpy")
+    d = _data()
+    sizes = [tuple(np.int64(v) for v in s) for s in d[3]]
+    out = submission.custom_kernel((d[0], d[1], d[2], sizes))
+    assert len(out) == 2
+
+
 def test_sizes_not_four_values():
     _raises(_with_sizes(_data(), 0, (64, 128, 256)), r"group 0: field 'problem_sizes': expected \(M, N, K, L\)")
 

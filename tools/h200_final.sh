@@ -20,7 +20,7 @@ if [ -n "${OLD:-}" ]; then
   rm -rf /tmp/old && mkdir -p /tmp/old && cp -r *.py task.yml tests /tmp/old/ && cp "$OLD" /tmp/old/submission.py
   (cd /tmp/old && timeout 100 python3 eval.py benchmark --json $OUT/bench_old.json 2>&1 | tail -8 | sed 's/^/[old] /' | tee -a $L)
 fi
-timeout 150 python3 tools/sm90_sweep.py --kernel-time "tile_n=256,stream_k=1,pdl=0" "tile_n=128,pdl=0,narrow=64" 2>&1 | grep -v "^  " | tee -a $L
+timeout 150 python3 tools/sm90_sweep.py --kernel-time "tile_n=256,split_k=1,pdl=0" "tile_n=128,pdl=0,narrow=64" 2>&1 | grep -v "^  " | tee -a $L
 fi
 if [ "$PART" != bench ]; then
 timeout 330 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tail -3 | tee -a $L

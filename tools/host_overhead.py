@@ -5,13 +5,13 @@ On a GPU this times the real path (no synchronization inside the timed loop, so 
 figure is the host's work plus the launch call). Without a GPU the kernel launch is
 stubbed out, which measures the wrapper alone.
 
-    python tools/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes] [--new-sizes-stream 600]
+    python tools/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes] [--new-sizes-sequence 600]
 
 --new-sizes adds the host time of calls whose problem sizes were never seen (a
 mixture-of-experts layer whose M per expert changes every call): validation, the config
 choice (which models every candidate's schedule), the schedule, descriptors and launch.
---new-sizes-stream N times N such calls on inputs made one per call and reports the mean
-with the garbage collector's share (see new_sizes_stream).
+--new-sizes-sequence N times N such calls on inputs made one per call and reports the mean
+with the garbage collector's share (see new_sizes_sequence).
 """
 
 import argparse
@@ -146,7 +146,7 @@ def new_sizes_us(calls: int = 40, seed: int = 0, n: int = 4096, k: int = 512) ->
     """Median host time of calls whose sizes were never seen: G = 8, M random in 16..256,
     N = n, K = k, inputs made first. K sets the modeled costs, and so which candidates the
     choice must model: at K = 512 whole tiles win; at shape 0's N = 4096, K = 7168 the
-    stream-K candidates compete."""
+    K-range candidates compete."""
     rng = random.Random(seed)
     sets = [reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[n] * 8, k=[k] * 8,
                                      g=8, seed=seed + i) for i in range(calls)]
@@ -154,7 +154,7 @@ def new_sizes_us(calls: int = 40, seed: int = 0, n: int = 4096, k: int = 512) ->
     return first_calls_us(sets[1:])
 
 
-def new_sizes_stream(calls: int, seed: int = 0, n: int = 4096, k: int = 512) -> dict:
+def new_sizes_sequence(calls: int, seed: int = 0, n: int = 4096, k: int = 512) -> dict:
     """Host time of `calls` calls with new sizes each, as a mixture-of-experts layer makes
     them: G = 8, M random in 16..256, each call's inputs made just before it (outside the
     timed region) and dropped after it, as a model's activations are. Unlike
@@ -237,7 +237,7 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
     parser.add_argument("--new-sizes", action="store_true", help="also time calls with sizes never seen")
-    parser.add_argument("--new-sizes-stream", type=int, metavar="CALLS", default=0,
+    parser.add_argument("--new-sizes-sequence", type=int, metavar="CALLS", default=0,
                         help="also time CALLS calls with new sizes, inputs made per call (mean with the GC's share)")
     args = parser.parse_args()
     stubbed = not torch.cuda.is_available()
@@ -266,13 +266,13 @@ def main() -> int:
             name = f"G=8 N={n} K={k} new sizes"
             results.append({"case": name, "new_sizes_us": us})
             print(f"{name:<32} host us per call: {us:.0f} (median of 39)")
-    if args.new_sizes_stream:
+    if args.new_sizes_sequence:
         for n, k in ((4096, 512), (4096, 7168)):
-            r = new_sizes_stream(args.new_sizes_stream, n=n, k=k)
-            name = f"G=8 N={n} K={k} new sizes, stream"
+            r = new_sizes_sequence(args.new_sizes_sequence, n=n, k=k)
+            name = f"G=8 N={n} K={k} new sizes, sequence"
             results.append({"case": name, **r})
             collections = ", ".join(f"{g} {v['collections']} in {v['ms']:.1f} ms" for g, v in r["gc"].items())
-            print(f"{name:<32} host us per call over {args.new_sizes_stream}: mean {r['mean_us']:.0f}, median "
+            print(f"{name:<32} host us per call over {args.new_sizes_sequence}: mean {r['mean_us']:.0f}, median "
                   f"{r['median_us']:.0f}, p99 {r['p99_us']:.0f}, worst {r['max_us']:.0f}; collections: "
                   f"{collections or 'none'}")
     if not stubbed:

@@ -5,15 +5,15 @@
 2. G = 4 through a runner with a 2-CTA grid: each CTA walks many tiles of both phases, so
    the pipelines' state crosses tile and phase boundaries under the sanitizer.
 3. The same at tile_n = 256 on Hopper (two m64 wgmma blocks per consumer warpgroup).
-4. Hopper stream-K at tile_n = 256 on a 3-CTA grid: split tiles, so partial sums cross
+4. Hopper K-range at tile_n = 256 on a 3-CTA grid: split tiles, so partial sums cross
    CTAs through the workspace and its flags (checked at rtol = atol = 1e-3: the split
    changes the fp32 summation order).
-5. Hopper stream-K at tile_n = 192 (three consumer warpgroups, the third decoding no
+5. Hopper K-range at tile_n = 192 (three consumer warpgroups, the third decoding no
    tokens but taking part in the token ring) on a 3-CTA grid, three token-width phases.
 6. Hopper split pieces at tile_n = 128 on an 11-CTA grid, where the 10 tiles are one wave:
    balanced_units moves the heads of the 4 long tiles to 4 CTAs that each run a whole tile
    after their PARTIAL.
-7. Hopper stream-K at tile_n = 192 with 96-row token tiles (all three consumer warpgroups
+7. Hopper K-range at tile_n = 192 with 96-row token tiles (all three consumer warpgroups
    decode tokens; a token tile's scales span two 128-row atoms) on a 3-CTA grid, three
    token-width phases.
 """
@@ -58,23 +58,23 @@ def case_one_block():
     return case_small_grid(tile_n=256, stages=submission.make_sm90_config(256).stages)
 
 
-def case_stream_k():
+def case_k_range():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(3, tile_n=256, stages=submission.make_sm90_config(256).stages, stream_k=True)
+    return case_small_grid(3, tile_n=256, stages=submission.make_sm90_config(256).stages, split_k=True)
 
 
 def case_three_wgs():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(3, tile_n=192, stages=submission.make_sm90_config(192).stages, stream_k=True,
+    return case_small_grid(3, tile_n=192, stages=submission.make_sm90_config(192).stages, split_k=True,
                            narrow=(96, 64))
 
 
 def case_tile_m_96():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(3, tile_n=192, tile_m=96, narrow=(64, 32), stream_k=True,
+    return case_small_grid(3, tile_n=192, tile_m=96, narrow=(64, 32), split_k=True,
                            stages=submission.make_sm90_config(192, tile_m=96, narrow=(64, 32)).stages)
 
 
@@ -84,14 +84,14 @@ def case_balanced():
     data = reference.generate_input(m=(128, 64, 40), n=(512, 512, 256), k=(2048, 256, 1024), g=3, seed=6)
     expected = expected_of(data)
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=11)
-    cfg = submission.make_sm90_config(128, stream_k=True)
+    cfg = submission.make_sm90_config(128, split_k=True)
     assert submission.sm90_work_schedule(submission.validate_inputs(data).sizes, cfg, 11).num_slots == 4
     return runner.run(data, submission.validate_inputs(data), cfg), expected
 
 
-SPLIT = (case_stream_k, case_three_wgs, case_balanced, case_tile_m_96)
+SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96)
 ok = True
-for case in (case_custom_kernel, case_small_grid, case_one_block, case_stream_k, case_three_wgs, case_balanced,
+for case in (case_custom_kernel, case_small_grid, case_one_block, case_k_range, case_three_wgs, case_balanced,
              case_tile_m_96):
     out, expected = case()
     torch.cuda.synchronize()

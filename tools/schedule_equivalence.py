@@ -58,7 +58,7 @@ def record(module: str, out: str) -> None:
     rows = []
     for sizes in problems():
         for sms in (132, 11):
-            cands = [S.make_sm90_config(n, narrow=w, stream_k=sk)
+            cands = [S.make_sm90_config(n, narrow=w, split_k=sk)
                      for sk in (False, True) for n in (128, 256) for w in ((96, 64), (64,))]
             rows.append((sizes, sms, S.choose_sm90_config(sizes, sms),
                          {c: plain(S.sm90_work_schedule(sizes, c, sms)) for c in cands},

@@ -3,7 +3,7 @@
 `run` (H200) builds an instrumented copy of submission.py in a temporary directory: lane 0
 of every consumer warp of the first TRACE_CTAS CTAs stores the SM's cycle counter at fixed
 points of every K-tile (k_tile) and of every tile (consume_tile) into a global buffer (the
-kernel's split-K flags pointer, unused without stream-K). It runs a few cases through that
+kernel's split-K flags pointer, unused without K-range). It runs a few cases through that
 copy, then prints, per case, the median cycles between consecutive points of a steady
 K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
 
@@ -178,7 +178,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
         head = _replace(head, "                   tok_w, last, fixup=None):\n", "                   tok_w, last, fixup=None, tr=None):\n")
         head = _replace(head, "rows,\n                                tok_w, last, (split, mUnits[7, u]))",
                         "rows,\n                                tok_w, last, (split, mUnits[7, u]), tr)")
-        for _ in range(2):  # the whole-tile call with and without stream-K
+        for _ in range(2):  # the whole-tile call with and without K-range
             head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w, last)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, last, None, tr)\n")
         head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_w.count - 1, 25)")
         head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self\.cfg\.consumer_threads\)$",
