@@ -1,0 +1,1390 @@
+"""Blackwell (sm_100a): Sm100BlockScaledGroupedGemm, a tcgen05 kind::mxf4nvf4 block-scaled
+grouped GEMM, with its config, legality checks, config choice, grid and compilation."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from .common import (
+    Int32,
+    LayoutEnum,
+    TensorMapManager,
+    TensorMapUpdateMode,
+    blockscaled_utils,
+    cpasync,
+    cute,
+    cutlass,
+    pipeline,
+    sm100_utils,
+    tcgen05,
+    utils,
+    warn_once,
+)
+from .launch import bind_launch, device_ptr, fake_ptr
+from .runner import CompiledKernels, KernelBackend
+
+SM100_SMEM_CAPACITY = 232448  # bytes of dynamic shared memory one CTA may opt into
+SM100_TMEM_COLUMNS = 512  # tensor memory columns per SM (128 lanes x 32 bit each)
+SM100_SF_VEC_SIZE = 16  # NVF4: one E4M3 scale per 16 K values
+SM100_TILE_K = 256  # K per pipeline stage: 4 tcgen05.mma (K = 64 each) per stage
+SM100_NUM_DESC = 5  # per-group descriptors: a, b, sfa, sfb, c
+SM100_DESC_BYTES = 128  # one CUtensorMap
+SM100_DESC_A, SM100_DESC_B, SM100_DESC_SFA, SM100_DESC_SFB, SM100_DESC_C = range(SM100_NUM_DESC)
+SM100_C_STAGES = 2  # epilogue smem buffers: one is filled while the TMA store drains the other
+SM100_EPI_TILE_ELEMS = 128 * 32  # one epilogue subtile (128 rows x 32 columns of the MMA tile)
+# mbarriers, the TMEM address slot and alignment slack reserved ahead of the operand buffers
+SM100_SMEM_RESERVED_BYTES = 1024
+SM100_SMEM_ALIGN = 1024  # operand buffers are 1024-byte aligned for the 128-byte swizzle
+
+
+class Sm100KernelLayouts(NamedTuple):
+    """Layouts built on the host side of the jit and handed to the kernel as arguments
+    (IR values cannot be captured across the launch boundary)."""
+
+    cluster_vmnk: cute.Layout
+    cluster_sfb_vmnk: cute.Layout
+    a_smem: cute.ComposedLayout  # (MMA, MMA_M, MMA_K, STAGE)
+    b_smem: cute.ComposedLayout  # (MMA, MMA_N, MMA_K, STAGE)
+    sfa_smem: cute.Layout  # (MMA, MMA_M, MMA_K, STAGE)
+    sfb_smem: cute.Layout  # (MMA, MMA_N, MMA_K, STAGE)
+    c_smem: cute.ComposedLayout  # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
+    epi_tile: cute.Tile
+
+
+class Sm100Barrier(enum.IntEnum):
+    """Named barriers (id 0 is __syncthreads)."""
+
+    EPILOGUE = 1  # the 4 epilogue warps: smem C buffer filled / TMA store issued
+    TMEM_ALLOC = 2  # epilogue + MMA warps: the TMEM base address is in smem
+
+
+# Config and legality
+@dataclass(frozen=True)
+class Sm100Config:
+    """Static choices of one compiled kernel.
+
+    tile_m / tile_n are the tile extents along the PROBLEM's M and N (one schedule row).
+    swap_ab computes c^T = b a^T so that the large N side fills the MMA's M (128 rows per
+    CTA) and the token side M sits on the MMA's N. cta_group 2 runs a 256-row MMA over a
+    CTA pair (cluster (2, 1)); each CTA holds half of the MMA's M rows.
+    """
+
+    tile_m: int = 128
+    tile_n: int = 128
+    swap_ab: bool = False
+    cta_group: int = 1
+    ab_stages: int = 4
+    acc_stages: int = 2
+    pdl: bool = True  # programmatic dependent launch, as on Hopper (Sm90Config.pdl)
+
+    @property
+    def mma_m(self) -> int:
+        return self.tile_n if self.swap_ab else self.tile_m
+
+    @property
+    def mma_n(self) -> int:
+        return self.tile_m if self.swap_ab else self.tile_n
+
+    @property
+    def name(self) -> str:
+        return (
+            f"m{self.tile_m}n{self.tile_n}{'_swap' if self.swap_ab else ''}"
+            f"_cg{self.cta_group}_ab{self.ab_stages}_acc{self.acc_stages}"
+        )
+
+
+def sm100_stage_bytes(cfg: Sm100Config) -> int:
+    """Shared-memory bytes of one A/B/SFA/SFB pipeline stage of one CTA."""
+    rows_a = cfg.mma_m // cfg.cta_group  # MMA A rows held by this CTA
+    rows_b = cfg.mma_n // cfg.cta_group  # 2-CTA MMA splits B's rows over the pair too
+    sf_bytes_per_row = SM100_TILE_K // SM100_SF_VEC_SIZE  # one E4M3 per 16 K values
+    sfb_rows = -(-cfg.mma_n // 128) * 128  # SFB is stored for 128-row atoms, whole per CTA
+    return (
+        rows_a * SM100_TILE_K // 2
+        + rows_b * SM100_TILE_K // 2
+        + rows_a * sf_bytes_per_row
+        + sfb_rows * sf_bytes_per_row
+    )
+
+
+def sm100_tma_bytes_per_stage(cfg: Sm100Config) -> int:
+    """Bytes the TMA transaction barrier of one stage expects (the leader CTA's barrier
+    counts both CTAs' bytes with cta_group 2)."""
+    return sm100_stage_bytes(cfg) * cfg.cta_group
+
+
+def sm100_epilogue_smem_bytes(cfg: Sm100Config) -> int:
+    return SM100_C_STAGES * SM100_EPI_TILE_ELEMS * 2  # fp16
+
+
+def sm100_ab_stages_for_smem(cfg: Sm100Config) -> int:
+    """Largest number of A/B/SF stages that fits next to the epilogue buffers."""
+    free = SM100_SMEM_CAPACITY - SM100_SMEM_RESERVED_BYTES - sm100_epilogue_smem_bytes(cfg)
+    # each operand buffer may lose up to SM100_SMEM_ALIGN bytes to alignment
+    free -= 4 * SM100_SMEM_ALIGN
+    return max(0, free // sm100_stage_bytes(cfg))
+
+
+def sm100_smem_bytes(cfg: Sm100Config) -> int:
+    """Upper bound of the GEMM kernel's shared memory (operands, C buffers, barriers)."""
+    return (
+        SM100_SMEM_RESERVED_BYTES
+        + 4 * SM100_SMEM_ALIGN
+        + sm100_epilogue_smem_bytes(cfg)
+        + cfg.ab_stages * sm100_stage_bytes(cfg)
+    )
+
+
+def sm100_sf_tmem_columns(cfg: Sm100Config) -> int:
+    """TMEM columns of the SFA + SFB copies of one k-tile.
+
+    tcgen05.cp 4x32x128b replicates each 32-row slab of scales over the 4 lane quadrants, so
+    a 128-row atom takes one column per scale byte of a row: 256 / 16 = 16 columns.
+    """
+    sf_cols_per_128_rows = SM100_TILE_K // SM100_SF_VEC_SIZE
+    sfb_atoms = -(-cfg.mma_n // 128)
+    return sf_cols_per_128_rows * (1 + sfb_atoms)
+
+
+def sm100_tmem_columns(cfg: Sm100Config) -> int:
+    """TMEM columns used: fp32 accumulators (one column per MMA N) plus the scales."""
+    return cfg.acc_stages * cfg.mma_n + sm100_sf_tmem_columns(cfg)
+
+
+def is_valid_sm100_tile(cfg: Sm100Config) -> tuple[bool, str]:
+    if cfg.cta_group not in (1, 2):
+        return False, f"cta_group must be 1 or 2, got {cfg.cta_group}"
+    if cfg.mma_m != 128 * cfg.cta_group:
+        return False, f"MMA M (= {cfg.mma_m}) must be 128 per CTA (cta_group {cfg.cta_group})"
+    if cfg.mma_n not in (128, 256):
+        return False, f"MMA N (= {cfg.mma_n}) must be 128 or 256"
+    return True, ""
+
+
+def is_valid_sm100_tmem(cfg: Sm100Config) -> tuple[bool, str]:
+    if cfg.acc_stages < 2:
+        return False, "acc_stages must be >= 2 so the epilogue overlaps the next main loop"
+    cols = sm100_tmem_columns(cfg)
+    if cols > SM100_TMEM_COLUMNS:
+        return False, f"TMEM needs {cols} columns > {SM100_TMEM_COLUMNS}"
+    return True, ""
+
+
+def is_valid_sm100_smem(cfg: Sm100Config) -> tuple[bool, str]:
+    if cfg.ab_stages < 2:
+        return False, "ab_stages must be >= 2 to overlap TMA with MMA"
+    most = sm100_ab_stages_for_smem(cfg)
+    if cfg.ab_stages > most:
+        return False, f"ab_stages {cfg.ab_stages} > {most} that fit in shared memory"
+    return True, ""
+
+
+def sm100_config_is_legal(cfg: Sm100Config) -> tuple[bool, str]:
+    """THE single statement of which configs are legal."""
+    for check in (is_valid_sm100_tile, is_valid_sm100_tmem, is_valid_sm100_smem):
+        ok, reason = check(cfg)
+        if not ok:
+            return False, reason
+    return True, ""
+
+
+def make_sm100_config(
+    tile_m: int, tile_n: int, swap_ab: bool, cta_group: int, acc_stages: int = 2
+) -> Sm100Config:
+    """Config with as many A/B/SF stages as shared memory holds."""
+    probe = Sm100Config(tile_m, tile_n, swap_ab, cta_group, 2, acc_stages)
+    return Sm100Config(
+        tile_m, tile_n, swap_ab, cta_group, sm100_ab_stages_for_smem(probe), acc_stages
+    )
+
+
+# Host-side problem math
+def sm100_tiles_per_group(cfg: Sm100Config, problem_sizes: Sequence[Sequence[int]]) -> list:
+    """(tiles along M, tiles along N) per group, in problem coordinates."""
+    return [(-(-m // cfg.tile_m), -(-n // cfg.tile_n)) for m, n, _k, _l in problem_sizes]
+
+
+def sm100_num_tiles(cfg: Sm100Config, problem_sizes: Sequence[Sequence[int]]) -> int:
+    return sum(tm * tn for tm, tn in sm100_tiles_per_group(cfg, problem_sizes))
+
+
+def query_max_active_clusters(cluster_size: int, device_index: int) -> int:
+    """Clusters of `cluster_size` CTAs, each filling an SM's shared memory, that can be
+    resident on the device at once: the driver's cuOccupancyMaxActiveClusters through the
+    DSL's HardwareInfo, the query CUTLASS's Blackwell grouped GEMM examples size their
+    persistent grids by. A cluster's CTAs must sit in one GPC, so on a part whose GPCs hold
+    an odd number of usable SMs this is less than num_sms // cluster_size."""
+    with torch.cuda.device(device_index):
+        return int(utils.HardwareInfo(device_index).get_max_active_clusters(cluster_size))
+
+
+_max_active_clusters: dict[tuple[int, int], int] = {}  # (device, cluster size) -> clusters
+
+
+def sm100_max_active_clusters(cfg: Sm100Config, num_sms: int, device_index: int | None) -> int:
+    """query_max_active_clusters for cfg's cluster on a device, asked once per cluster size
+    and device (every config's CTA takes one SM: min_blocks_per_mp=1 and its shared memory);
+    num_sms // cta_group without a device, or where the query fails (one warning)."""
+    if device_index is None:
+        return num_sms // cfg.cta_group
+    key = (device_index, cfg.cta_group)
+    clusters = _max_active_clusters.get(key)
+    if clusters is None:
+        try:
+            clusters = query_max_active_clusters(cfg.cta_group, device_index)
+        except Exception as e:  # the query compiles a probe kernel; any failure keeps the SM count
+            clusters = 0
+            reason = f"{type(e).__name__}: {e}"
+        else:
+            reason = f"it answered {clusters}"
+        if clusters < 1:
+            warn_once(f"the max-active-clusters query failed for {cfg.cta_group}-CTA clusters ({reason}); "
+                      f"sizing the grid by the SM count")
+            clusters = num_sms // cfg.cta_group
+        _max_active_clusters[key] = clusters
+    return clusters
+
+
+def sm100_grid_ctas(cfg: Sm100Config, num_tiles: int, num_sms: int, device_index: int | None = None) -> int:
+    """Persistent grid: at most one cluster per tile, and no more clusters than can be
+    resident at once (sm100_max_active_clusters): a cluster that cannot be resident waits
+    for a whole earlier one to finish, a second wave behind the persistent one."""
+    clusters = min(num_tiles, sm100_max_active_clusters(cfg, num_sms, device_index))
+    return max(1, clusters) * cfg.cta_group
+
+
+def sm100_problem_signature(problem_sizes: Sequence[Sequence[int]]) -> tuple:
+    """Normalized key of a problem: the (M, N, K) of each group, in order."""
+    return tuple((int(m), int(n), int(k)) for m, n, k, *_ in problem_sizes)
+
+
+def is_valid_sm100_problem(problem_sizes: Sequence[Sequence[int]]) -> tuple[bool, str]:
+    if len(problem_sizes) == 0:
+        return False, "no groups"
+    for g, ps in enumerate(problem_sizes):
+        if len(ps) != 4:
+            return False, f"group {g}: problem size must be (M, N, K, L)"
+        m, n, k, l = ps
+        if l != 1:
+            return False, f"group {g}: L must be 1, got {l}"
+        if m < 1 or n < 1 or k < 1:
+            return False, f"group {g}: empty problem {ps}"
+        if k % SM100_TILE_K != 0:
+            return False, f"group {g}: K = {k} is not a multiple of {SM100_TILE_K}"
+        if n % 8 != 0:
+            return False, f"group {g}: N = {n} must be a multiple of 8 (16-byte c rows)"
+    return True, ""
+
+
+# Benchmarks of task.yml, keyed by sm100_problem_signature.
+_SM100_BENCH_1 = tuple((m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160))
+_SM100_BENCH_2 = tuple((m, 7168, 2048) for m in (40, 76, 168, 72, 164, 148, 196, 160))
+_SM100_BENCH_3 = ((192, 3072, 4096), (320, 3072, 4096))
+_SM100_BENCH_4 = ((128, 4096, 1536), (384, 4096, 1536))
+
+# 2-CTA + swap-AB: N = 4096..7168 fills 256-row MMAs; tokens (M <= 320) sit on MMA N.
+SM100_CONFIG_TABLE: dict = {
+    _SM100_BENCH_1: make_sm100_config(128, 256, swap_ab=True, cta_group=2),
+    _SM100_BENCH_2: make_sm100_config(128, 256, swap_ab=True, cta_group=2),
+    _SM100_BENCH_3: make_sm100_config(128, 256, swap_ab=True, cta_group=2),
+    _SM100_BENCH_4: make_sm100_config(128, 256, swap_ab=True, cta_group=2),
+}
+
+# Every config the tests compile (the table plus the other supported variants).
+SM100_NAMED_CONFIGS: dict = {
+    "swap_2cta_m128n256": make_sm100_config(128, 256, swap_ab=True, cta_group=2),
+    "swap_1cta_m128n128": make_sm100_config(128, 128, swap_ab=True, cta_group=1),
+    "plain_1cta_m128n128": make_sm100_config(128, 128, swap_ab=False, cta_group=1),
+    "plain_2cta_m256n128": make_sm100_config(256, 128, swap_ab=False, cta_group=2),
+}
+
+
+def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 148) -> Sm100Config:
+    cfg = SM100_CONFIG_TABLE.get(sm100_problem_signature(problem_sizes))
+    if cfg is None:
+        max_m = max(ps[0] for ps in problem_sizes)
+        min_n = min(ps[1] for ps in problem_sizes)
+        if min_n >= 1024 and max_m <= 512:
+            # decode-like: the weight side N is large, put it on the 256-row 2-CTA MMA
+            cfg = SM100_NAMED_CONFIGS["swap_2cta_m128n256"]
+        elif max_m <= 128:
+            cfg = SM100_NAMED_CONFIGS["swap_1cta_m128n128"]
+        else:
+            cfg = SM100_NAMED_CONFIGS["plain_1cta_m128n128"]
+    ok, reason = sm100_config_is_legal(cfg)
+    assert ok, reason
+    return cfg
+
+
+# Kernel
+class Sm100BlockScaledGroupedGemm:
+    """Persistent, warp-specialized NVFP4 grouped GEMM (tcgen05 kind::mxf4nvf4.block_scale).
+
+    Warp roles (192 threads per CTA):
+      warps 0-3 epilogue: TMEM acc -> regs -> fp16 -> smem -> TMA store (clips partial tiles)
+      warp 4    MMA:      smem A/B + scales (smem -> TMEM) -> tcgen05.mma -> TMEM acc
+      warp 5    TMA:      A/B/SFA/SFB gmem -> smem, descriptors read from `tensormaps`
+
+    Timeline of one CTA walking schedule rows t, t + clusters, ...:
+      TMA  |ld k0 k1 k2 ...  |ld next tile ...
+      MMA     |mma k0 k1 ... -> acc[s]|mma next tile -> acc[s^1]
+      EPI                             |drain acc[s] while the next tile's MMAs run
+    ab_stages smem stages between TMA and MMA, acc_stages TMEM accumulators between MMA and
+    the epilogue.
+    """
+
+    def __init__(self, config: Sm100Config):
+        ok, reason = sm100_config_is_legal(config)
+        if not ok:
+            raise ValueError(f"illegal Sm100Config {config}: {reason}")
+        self.cfg = config
+        self.ab_dtype = cutlass.Float4E2M1FN
+        self.sf_dtype = cutlass.Float8E4M3FN
+        self.c_dtype = cutlass.Float16
+        self.acc_dtype = cutlass.Float32
+        self.use_2cta = config.cta_group == 2
+        self.cta_group = tcgen05.CtaGroup.TWO if self.use_2cta else tcgen05.CtaGroup.ONE
+        self.cluster_shape_mn = (config.cta_group, 1)
+        self.mma_tiler_mn = (config.mma_m, config.mma_n)
+        # SFB lives in TMEM in 128-row atoms and is not split over the CTA pair
+        self.mma_tiler_mn_sfb = (config.mma_m // config.cta_group, -(-config.mma_n // 128) * 128)
+        self.num_ab_stage = config.ab_stages
+        self.num_acc_stage = config.acc_stages
+        self.num_c_stage = SM100_C_STAGES
+        # swap-AB writes c^T: the MMA's M (problem N) is the contiguous mode of c
+        self.c_layout = LayoutEnum.COL_MAJOR if config.swap_ab else LayoutEnum.ROW_MAJOR
+        self.epilog_warp_ids = (0, 1, 2, 3)
+        self.mma_warp_id = 4
+        self.tma_warp_id = 5
+        self.threads_per_cta = 32 * 6
+        self.num_tmem_alloc_cols = SM100_TMEM_COLUMNS
+
+    # ----------------------------------------------------------------- legality
+    @staticmethod
+    def can_implement(
+        config: Sm100Config, problem_sizes: Sequence[Sequence[int]]
+    ) -> tuple[bool, str]:
+        ok, reason = sm100_config_is_legal(config)
+        if not ok:
+            return False, reason
+        return is_valid_sm100_problem(problem_sizes)
+
+    # ----------------------------------------------------------------- static layouts
+    def _make_tiled_mmas(self):
+        tiled_mma = sm100_utils.make_blockscaled_trivial_tiled_mma(
+            self.ab_dtype,
+            tcgen05.OperandMajorMode.K,
+            tcgen05.OperandMajorMode.K,
+            self.sf_dtype,
+            SM100_SF_VEC_SIZE,
+            self.cta_group,
+            self.mma_tiler_mn,
+        )
+        # SFB is copied per CTA with a 1-CTA shaped MMA view
+        tiled_mma_sfb = sm100_utils.make_blockscaled_trivial_tiled_mma(
+            self.ab_dtype,
+            tcgen05.OperandMajorMode.K,
+            tcgen05.OperandMajorMode.K,
+            self.sf_dtype,
+            SM100_SF_VEC_SIZE,
+            tcgen05.CtaGroup.ONE,
+            self.mma_tiler_mn_sfb,
+        )
+        return tiled_mma, tiled_mma_sfb
+
+    def _setup_attributes(self, tiled_mma, tiled_mma_sfb):
+        """Shapes and shared-memory layouts that depend only on the config."""
+        mma_inst_k = cute.size(tiled_mma.shape_mnk, mode=[2])
+        num_k_blocks = SM100_TILE_K // mma_inst_k
+        self.mma_tiler = (*self.mma_tiler_mn, mma_inst_k * num_k_blocks)
+        self.mma_tiler_sfb = (*self.mma_tiler_mn_sfb, mma_inst_k * num_k_blocks)
+        self.cta_tile_shape_mnk = (
+            self.mma_tiler[0] // cute.size(tiled_mma.thr_id.shape),
+            self.mma_tiler[1],
+            self.mma_tiler[2],
+        )
+        self.cluster_layout_vmnk = cute.tiled_divide(
+            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma.thr_id.shape,)
+        )
+        self.cluster_layout_sfb_vmnk = cute.tiled_divide(
+            cute.make_layout((*self.cluster_shape_mn, 1)), (tiled_mma_sfb.thr_id.shape,)
+        )
+        self.num_mcast_ctas_a = cute.size(self.cluster_layout_vmnk.shape[2])
+        self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
+        self.is_a_mcast = self.num_mcast_ctas_a > 1
+        self.is_b_mcast = self.num_mcast_ctas_b > 1
+        self.epi_tile = sm100_utils.compute_epilogue_tile_shape(
+            self.cta_tile_shape_mnk, self.use_2cta, self.c_layout, self.c_dtype
+        )
+        self.a_smem_layout_staged = sm100_utils.make_smem_layout_a(
+            tiled_mma, self.mma_tiler, self.ab_dtype, self.num_ab_stage
+        )
+        self.b_smem_layout_staged = sm100_utils.make_smem_layout_b(
+            tiled_mma, self.mma_tiler, self.ab_dtype, self.num_ab_stage
+        )
+        self.sfa_smem_layout_staged = blockscaled_utils.make_smem_layout_sfa(
+            tiled_mma, self.mma_tiler, SM100_SF_VEC_SIZE, self.num_ab_stage
+        )
+        self.sfb_smem_layout_staged = blockscaled_utils.make_smem_layout_sfb(
+            tiled_mma, self.mma_tiler, SM100_SF_VEC_SIZE, self.num_ab_stage
+        )
+        self.c_smem_layout_staged = sm100_utils.make_smem_layout_epi(
+            self.c_dtype, self.c_layout, self.epi_tile, self.num_c_stage
+        )
+        # The host-side budget functions must describe exactly what is compiled.
+        stage_bytes = (
+            cute.size_in_bytes(
+                self.ab_dtype, cute.slice_(self.a_smem_layout_staged, (None, None, None, 0))
+            )
+            + cute.size_in_bytes(
+                self.ab_dtype, cute.slice_(self.b_smem_layout_staged, (None, None, None, 0))
+            )
+            + cute.size_in_bytes(
+                self.sf_dtype, cute.slice_(self.sfa_smem_layout_staged, (None, None, None, 0))
+            )
+            + cute.size_in_bytes(
+                self.sf_dtype, cute.slice_(self.sfb_smem_layout_staged, (None, None, None, 0))
+            )
+        )
+        if stage_bytes != sm100_stage_bytes(self.cfg):
+            raise RuntimeError(
+                f"stage bytes {stage_bytes} != host model {sm100_stage_bytes(self.cfg)}"
+            )
+        epi_elems = cute.size(cute.slice_(self.c_smem_layout_staged, (None, None, 0)))
+        if epi_elems != SM100_EPI_TILE_ELEMS:
+            raise RuntimeError(f"epilogue tile has {epi_elems} elements != {SM100_EPI_TILE_ELEMS}")
+
+    # ----------------------------------------------------------------- per-group tensors
+    @cute.jit
+    def _make_group_tensors(
+        self,
+        ptr_a: cutlass.Int64,
+        ptr_b: cutlass.Int64,
+        ptr_sfa: cutlass.Int64,
+        ptr_sfb: cutlass.Int64,
+        ptr_c: cutlass.Int64,
+        m: cutlass.Int32,
+        n: cutlass.Int32,
+        k: cutlass.Int32,
+    ):
+        """Global tensors of one group in the MMA's roles: (mma_a, mma_b, sf_a, sf_b, c).
+
+        The GEMM builds its TMA atoms from these with placeholder sizes and the init kernel
+        with the real ones, so both see the same layout structure (same descriptor fields).
+        """
+        one = cutlass.Int32(1)
+        # K-major operands; row strides are K elements = K/2 bytes, K % 256 == 0
+        k_stride = cute.assume(k, divby=SM100_TILE_K)
+        gA = cute.make_tensor(
+            cute.make_ptr(self.ab_dtype, ptr_a, cute.AddressSpace.gmem, assumed_align=16),
+            cute.make_layout((m, k, one), stride=(k_stride, 1, 0)),
+        )
+        gB = cute.make_tensor(
+            cute.make_ptr(self.ab_dtype, ptr_b, cute.AddressSpace.gmem, assumed_align=16),
+            cute.make_layout((n, k, one), stride=(k_stride, 1, 0)),
+        )
+        # blocked scale layout: ((32, 4), rest_mn), ((16, 4), rest_k) atoms of 512 bytes
+        gSFA = cute.make_tensor(
+            cute.make_ptr(self.sf_dtype, ptr_sfa, cute.AddressSpace.gmem, assumed_align=16),
+            blockscaled_utils.tile_atom_to_shape_SF((m, k, one), SM100_SF_VEC_SIZE),
+        )
+        gSFB = cute.make_tensor(
+            cute.make_ptr(self.sf_dtype, ptr_sfb, cute.AddressSpace.gmem, assumed_align=16),
+            blockscaled_utils.tile_atom_to_shape_SF((n, k, one), SM100_SF_VEC_SIZE),
+        )
+        c_ptr = cute.make_ptr(self.c_dtype, ptr_c, cute.AddressSpace.gmem, assumed_align=16)
+        n_stride = cute.assume(n, divby=8)
+        if cutlass.const_expr(self.cfg.swap_ab):
+            # c^T: (N, M) with N contiguous
+            gC = cute.make_tensor(c_ptr, cute.make_layout((n, m, one), stride=(1, n_stride, 0)))
+            return gB, gA, gSFB, gSFA, gC
+        else:
+            gC = cute.make_tensor(c_ptr, cute.make_layout((m, n, one), stride=(n_stride, 1, 0)))
+            return gA, gB, gSFA, gSFB, gC
+
+    def _make_tma_atoms(self, tiled_mma, tiled_mma_sfb, gA, gB, gSFA, gSFB, gC):
+        """TMA atoms (descriptor templates) and TMA coordinate tensors, in MMA roles."""
+        a_smem_layout = cute.slice_(self.a_smem_layout_staged, (None, None, None, 0))
+        b_smem_layout = cute.slice_(self.b_smem_layout_staged, (None, None, None, 0))
+        sfa_smem_layout = cute.slice_(self.sfa_smem_layout_staged, (None, None, None, 0))
+        sfb_smem_layout = cute.slice_(self.sfb_smem_layout_staged, (None, None, None, 0))
+        tma_atom_a, tma_tensor_a = cute.nvgpu.make_tiled_tma_atom_A(
+            sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, tiled_mma.thr_id),
+            gA,
+            a_smem_layout,
+            self.mma_tiler,
+            tiled_mma,
+            self.cluster_layout_vmnk.shape,
+        )
+        tma_atom_b, tma_tensor_b = cute.nvgpu.make_tiled_tma_atom_B(
+            sm100_utils.cluster_shape_to_tma_atom_B(self.cluster_shape_mn, tiled_mma.thr_id),
+            gB,
+            b_smem_layout,
+            self.mma_tiler,
+            tiled_mma,
+            self.cluster_layout_vmnk.shape,
+        )
+        # scales move as 16-bit elements: TMA's minimum box width is 16 bytes
+        tma_atom_sfa, tma_tensor_sfa = cute.nvgpu.make_tiled_tma_atom_A(
+            sm100_utils.cluster_shape_to_tma_atom_A(self.cluster_shape_mn, tiled_mma.thr_id),
+            gSFA,
+            sfa_smem_layout,
+            self.mma_tiler,
+            tiled_mma,
+            self.cluster_layout_vmnk.shape,
+            internal_type=cutlass.Int16,
+        )
+        tma_atom_sfb, tma_tensor_sfb = cute.nvgpu.make_tiled_tma_atom_B(
+            sm100_utils.cluster_shape_to_tma_atom_SFB(self.cluster_shape_mn, tiled_mma.thr_id),
+            gSFB,
+            sfb_smem_layout,
+            self.mma_tiler_sfb,
+            tiled_mma_sfb,
+            self.cluster_layout_sfb_vmnk.shape,
+            internal_type=cutlass.Int16,
+        )
+        epi_smem_layout = cute.slice_(self.c_smem_layout_staged, (None, None, 0))
+        tma_atom_c, tma_tensor_c = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), gC, epi_smem_layout, self.epi_tile
+        )
+        atoms = (tma_atom_a, tma_atom_b, tma_atom_sfa, tma_atom_sfb, tma_atom_c)
+        tensors = (tma_tensor_a, tma_tensor_b, tma_tensor_sfa, tma_tensor_sfb, tma_tensor_c)
+        return atoms, tensors
+
+    def _launch_setup(self, sizes_ptr, tensormaps_ptr, num_groups: cutlass.Int32):
+        """What both launches share: the MMAs, smem layouts, the metadata views and TMA atoms
+        built from placeholder tensors. Only the atoms' layout structure matters (it fixes
+        the TMA partitions); real addresses and extents live in the per-group descriptors."""
+        tiled_mma, tiled_mma_sfb = self._make_tiled_mmas()
+        self._setup_attributes(tiled_mma, tiled_mma_sfb)
+        # (G, 4) M, N, K, L
+        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((num_groups, 4), stride=(4, 1)))
+        # (G, SM100_NUM_DESC, 16)
+        mDesc = cute.make_tensor(
+            tensormaps_ptr,
+            cute.make_layout((num_groups, SM100_NUM_DESC, 16), stride=(SM100_NUM_DESC * 16, 16, 1)),
+        )
+        placeholder = cutlass.Int32(SM100_TILE_K)
+        zero = cutlass.Int64(0)
+        tensors = self._make_group_tensors(
+            zero, zero, zero, zero, zero, placeholder, placeholder, placeholder
+        )
+        atoms, tma_tensors = self._make_tma_atoms(tiled_mma, tiled_mma_sfb, *tensors)
+        return tiled_mma, tiled_mma_sfb, mSizes, mDesc, atoms, tma_tensors
+
+    # ----------------------------------------------------------------- descriptor init
+    @cute.jit
+    def init_descriptors(
+        self,
+        sizes_ptr: cute.Pointer,
+        ptrs_ptr: cute.Pointer,
+        tensormaps_ptr: cute.Pointer,
+        num_groups: cutlass.Int32,
+    ):
+        """Write the 5 TMA descriptors of every group into `tensormaps` (G, 5, 16) int64, one
+        CTA per group. G is a launch argument: one compiled kernel serves every count."""
+        _, _, mSizes, mDesc, atoms, _ = self._launch_setup(sizes_ptr, tensormaps_ptr, num_groups)
+        # (G, 5) a, b, sfa, sfb, c
+        mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((num_groups, 5), stride=(5, 1)))
+
+        @cute.struct
+        class InitStorage:
+            # tensormap.replace works on a 128-byte aligned smem copy of the descriptor
+            desc: cute.struct.Align[
+                cute.struct.MemRange[cutlass.Int64, SM100_NUM_DESC * SM100_DESC_BYTES // 8],
+                SM100_DESC_BYTES,
+            ]
+
+        self.init_storage = InitStorage
+        self.init_kernel(atoms, mSizes, mPtrs, mDesc).launch(
+            grid=(num_groups, 1, 1), block=[32, 1, 1]
+        )
+
+    @cute.kernel
+    def init_kernel(
+        self, atoms: tuple, mSizes: cute.Tensor, mPtrs: cute.Tensor, mDesc: cute.Tensor
+    ):
+        group, _, _ = cute.arch.block_idx()
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.init_storage)
+        desc_smem = storage.desc.data_ptr()
+        tensors = self._make_group_tensors(
+            mPtrs[(group, 0)],
+            mPtrs[(group, 1)],
+            mPtrs[(group, 2)],
+            mPtrs[(group, 3)],
+            mPtrs[(group, 4)],
+            mSizes[(group, 0)],
+            mSizes[(group, 1)],
+            mSizes[(group, 2)],
+        )
+        manager = TensorMapManager(TensorMapUpdateMode.SMEM, SM100_DESC_BYTES)
+        desc_gmem = [
+            manager.get_tensormap_ptr(mDesc[(group, d, None)].iterator)
+            for d in range(SM100_NUM_DESC)
+        ]
+        desc_sptr = [desc_smem + d * (SM100_DESC_BYTES // 8) for d in range(SM100_NUM_DESC)]
+        with cute.arch.elect_one():
+            for d in cutlass.range_constexpr(SM100_NUM_DESC):
+                cpasync.copy_tensormap(atoms[d], desc_sptr[d])
+        cute.arch.sync_warp()
+        # patch address / extents / strides in smem, then copy out with a release fence
+        manager.update_tensormap(tensors, atoms, tuple(desc_gmem), 0, tuple(desc_sptr))
+
+    # ----------------------------------------------------------------- GEMM launch
+    @cute.jit
+    def __call__(
+        self,
+        sizes_ptr: cute.Pointer,
+        schedule_ptr: cute.Pointer,
+        tensormaps_ptr: cute.Pointer,
+        num_tiles: cutlass.Int32,
+        num_ctas: cutlass.Int32,
+        num_groups: cutlass.Int32,
+    ):
+        """Launch the persistent GEMM on `num_ctas` CTAs (a multiple of cta_group)."""
+        tiled_mma, tiled_mma_sfb, mSizes, mDesc, atoms, tma_tensors = self._launch_setup(
+            sizes_ptr, tensormaps_ptr, num_groups
+        )
+        # (T, 3) group, tile_m_idx, tile_n_idx
+        mSched = cute.make_tensor(schedule_ptr, cute.make_layout((num_tiles, 3), stride=(3, 1)))
+        self.num_tma_load_bytes = sm100_tma_bytes_per_stage(self.cfg)
+
+        @cute.struct
+        class SharedStorage:
+            ab_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_ab_stage]
+            ab_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_ab_stage]
+            acc_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
+            acc_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
+            tmem_dealloc_mbar: cutlass.Int64
+            tmem_holding_buf: cutlass.Int32
+            # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
+            sC: cute.struct.Align[
+                cute.struct.MemRange[self.c_dtype, cute.cosize(self.c_smem_layout_staged.outer)],
+                SM100_SMEM_ALIGN,
+            ]
+            # (MMA, MMA_M, MMA_K, STAGE)
+            sA: cute.struct.Align[
+                cute.struct.MemRange[self.ab_dtype, cute.cosize(self.a_smem_layout_staged.outer)],
+                SM100_SMEM_ALIGN,
+            ]
+            # (MMA, MMA_N, MMA_K, STAGE)
+            sB: cute.struct.Align[
+                cute.struct.MemRange[self.ab_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
+                SM100_SMEM_ALIGN,
+            ]
+            # (MMA, MMA_M, MMA_K, STAGE)
+            sSFA: cute.struct.Align[
+                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfa_smem_layout_staged)],
+                SM100_SMEM_ALIGN,
+            ]
+            # (MMA, MMA_N, MMA_K, STAGE)
+            sSFB: cute.struct.Align[
+                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
+                SM100_SMEM_ALIGN,
+            ]
+
+        self.shared_storage = SharedStorage
+        if cutlass.const_expr(SharedStorage.size_in_bytes() > sm100_smem_bytes(self.cfg)):
+            raise RuntimeError(
+                f"shared storage {SharedStorage.size_in_bytes()} B exceeds the host model "
+                f"{sm100_smem_bytes(self.cfg)} B"
+            )
+        self.kernel(
+            tiled_mma,
+            tiled_mma_sfb,
+            atoms,
+            tma_tensors,
+            (
+                self.cluster_layout_vmnk,
+                self.cluster_layout_sfb_vmnk,
+                self.a_smem_layout_staged,
+                self.b_smem_layout_staged,
+                self.sfa_smem_layout_staged,
+                self.sfb_smem_layout_staged,
+                self.c_smem_layout_staged,
+                self.epi_tile,
+            ),
+            mSizes,
+            mSched,
+            mDesc,
+            num_tiles,
+        ).launch(
+            grid=(num_ctas, 1, 1),
+            block=[self.threads_per_cta, 1, 1],
+            cluster=(*self.cluster_shape_mn, 1),
+            min_blocks_per_mp=1,
+            use_pdl=self.cfg.pdl,
+        )
+
+    # ----------------------------------------------------------------- GEMM kernel
+    @cute.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tiled_mma_sfb: cute.TiledMma,
+        atoms: tuple,
+        tma_tensors: tuple,
+        layouts: tuple,
+        mSizes: cute.Tensor,
+        mSched: cute.Tensor,
+        mDesc: cute.Tensor,
+        num_tiles: cutlass.Int32,
+    ):
+        lay = Sm100KernelLayouts(*layouts)
+        tma_atom_a, tma_atom_b, tma_atom_sfa, tma_atom_sfb, tma_atom_c = atoms
+        mA, mB, mSFA, mSFB, mC = tma_tensors
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        bidx, _, _ = cute.arch.block_idx()
+        grid_x, _, _ = cute.arch.grid_dim()
+        tidx, _, _ = cute.arch.thread_idx()
+
+        # the CTA pair shares one schedule row; clusters stride over the rows
+        cluster_idx = bidx // self.cfg.cta_group
+        num_clusters = grid_x // self.cfg.cta_group
+        mma_tile_coord_v = bidx % cute.size(tiled_mma.thr_id.shape)
+        is_leader_cta = mma_tile_coord_v == 0
+        cta_rank_in_cluster = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        block_in_cluster_coord_vmnk = lay.cluster_vmnk.get_flat_coord(cta_rank_in_cluster)
+        block_in_cluster_coord_sfb_vmnk = lay.cluster_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
+
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+
+        # TMA warp -> MMA warp: the leader's barrier counts both CTAs' TMA bytes
+        ab_pipeline = pipeline.PipelineTmaUmma.create(
+            barrier_storage=storage.ab_full_mbar.data_ptr(),
+            num_stages=self.num_ab_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, self.num_mcast_ctas_a + self.num_mcast_ctas_b - 1
+            ),
+            tx_count=self.num_tma_load_bytes,
+            cta_layout_vmnk=lay.cluster_vmnk,
+        )
+        # MMA warp -> epilogue warps of both CTAs (one elected thread per warp releases)
+        acc_pipeline = pipeline.PipelineUmmaAsync.create(
+            barrier_storage=storage.acc_full_mbar.data_ptr(),
+            num_stages=self.num_acc_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, len(self.epilog_warp_ids) * self.cfg.cta_group
+            ),
+            cta_layout_vmnk=lay.cluster_vmnk,
+        )
+        if cutlass.const_expr(self.use_2cta):
+            if warp_idx == self.tma_warp_id:
+                with cute.arch.elect_one():
+                    # the peer's epilogue warp 0 arrives once it no longer reads TMEM
+                    cute.arch.mbarrier_init(storage.tmem_dealloc_mbar.ptr, 32)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
+
+        # (MMA, MMA_M, MMA_K, STAGE)
+        sA = storage.sA.get_tensor(lay.a_smem.outer, swizzle=lay.a_smem.inner)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        sB = storage.sB.get_tensor(lay.b_smem.outer, swizzle=lay.b_smem.inner)
+        # (MMA, MMA_M, MMA_K, STAGE)
+        sSFA = storage.sSFA.get_tensor(lay.sfa_smem)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        sSFB = storage.sSFB.get_tensor(lay.sfb_smem)
+        # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
+        sC = storage.sC.get_tensor(lay.c_smem.outer, swizzle=lay.c_smem.inner)
+
+        thr_mma = tiled_mma.get_slice(mma_tile_coord_v)
+        thr_mma_sfb = tiled_mma_sfb.get_slice(mma_tile_coord_v)
+        # (bM, bK, RestM, RestK, RestL)
+        gA = cute.local_tile(mA, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None))
+        # (bN, bK, RestN, RestK, RestL)
+        gB = cute.local_tile(mB, cute.slice_(self.mma_tiler, (0, None, None)), (None, None, None))
+        # (bM, bK, RestM, RestK, RestL)
+        gSFA = cute.local_tile(
+            mSFA, cute.slice_(self.mma_tiler, (None, 0, None)), (None, None, None)
+        )
+        # (bN, bK, RestN, RestK, RestL)
+        gSFB = cute.local_tile(
+            mSFB, cute.slice_(self.mma_tiler_sfb, (0, None, None)), (None, None, None)
+        )
+        # (bM, bN, RestM, RestN, RestL)
+        gC = cute.local_tile(mC, cute.slice_(self.mma_tiler, (None, None, 0)), (None, None, None))
+        # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
+        tCgA = thr_mma.partition_A(gA)
+        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
+        tCgB = thr_mma.partition_B(gB)
+        # (MMA, MMA_M, MMA_K, RestM, RestK, RestL)
+        tCgSFA = thr_mma.partition_A(gSFA)
+        # (MMA, MMA_N, MMA_K, RestN, RestK, RestL)
+        tCgSFB = thr_mma_sfb.partition_B(gSFB)
+        # (MMA, MMA_M, MMA_N, RestM, RestN, RestL)
+        tCgC = thr_mma.partition_C(gC)
+
+        # (MMA, MMA_M, MMA_K, STAGE)
+        tCrA = tiled_mma.make_fragment_A(sA)
+        # (MMA, MMA_N, MMA_K, STAGE)
+        tCrB = tiled_mma.make_fragment_B(sB)
+        # (MMA, MMA_M, MMA_N, ACC_STAGE)
+        tCtAcc_fake = tiled_mma.make_fragment_C(
+            cute.append(tiled_mma.partition_shape_C(self.mma_tiler[:2]), self.num_acc_stage)
+        )
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
+        if cutlass.const_expr(self.cfg.pdl):
+            # as in the Hopper kernel: this grid may start during the previous kernel's
+            # tail; nothing in global memory (schedule, descriptors, operands) is touched
+            # before the wait, and the trigger lets the next call's grid queue behind this one
+            cute.arch.griddepcontrol_wait()
+            cute.arch.griddepcontrol_launch_dependents()
+
+        if warp_idx == self.tma_warp_id:
+            self.load(
+                lay,
+                ab_pipeline,
+                tma_atom_a,
+                tma_atom_b,
+                tma_atom_sfa,
+                tma_atom_sfb,
+                tCgA,
+                tCgB,
+                tCgSFA,
+                tCgSFB,
+                sA,
+                sB,
+                sSFA,
+                sSFB,
+                block_in_cluster_coord_vmnk,
+                block_in_cluster_coord_sfb_vmnk,
+                mSizes,
+                mSched,
+                mDesc,
+                cluster_idx,
+                num_clusters,
+                num_tiles,
+            )
+        if warp_idx == self.mma_warp_id:
+            self.mma(
+                lay,
+                tiled_mma,
+                ab_pipeline,
+                acc_pipeline,
+                tCrA,
+                tCrB,
+                sSFA,
+                sSFB,
+                tCtAcc_fake,
+                storage.tmem_holding_buf.ptr,
+                is_leader_cta,
+                mSizes,
+                mSched,
+                cluster_idx,
+                num_clusters,
+                num_tiles,
+            )
+        if warp_idx < self.mma_warp_id:
+            self.epilogue(
+                lay,
+                tidx,
+                warp_idx,
+                acc_pipeline,
+                tma_atom_c,
+                tCgC,
+                sC,
+                tCtAcc_fake,
+                storage.tmem_holding_buf.ptr,
+                storage.tmem_dealloc_mbar.ptr,
+                cta_rank_in_cluster,
+                mSizes,
+                mSched,
+                mDesc,
+                cluster_idx,
+                num_clusters,
+                num_tiles,
+            )
+
+    @cute.jit
+    def _mma_tile_coord(self, mSched: cute.Tensor, t: cutlass.Int32):
+        """(group, MMA tile index along the MMA's M, along its N) of schedule row t."""
+        group = mSched[(t, 0)]
+        if cutlass.const_expr(self.cfg.swap_ab):
+            return group, mSched[(t, 2)], mSched[(t, 1)]
+        else:
+            return group, mSched[(t, 1)], mSched[(t, 2)]
+
+    # ----------------------------------------------------------------- TMA warp
+    @cute.jit
+    def load(
+        self,
+        lay: Sm100KernelLayouts,
+        ab_pipeline,
+        tma_atom_a: cute.CopyAtom,
+        tma_atom_b: cute.CopyAtom,
+        tma_atom_sfa: cute.CopyAtom,
+        tma_atom_sfb: cute.CopyAtom,
+        tCgA: cute.Tensor,
+        tCgB: cute.Tensor,
+        tCgSFA: cute.Tensor,
+        tCgSFB: cute.Tensor,
+        sA: cute.Tensor,
+        sB: cute.Tensor,
+        sSFA: cute.Tensor,
+        sSFB: cute.Tensor,
+        block_in_cluster_coord_vmnk,
+        block_in_cluster_coord_sfb_vmnk,
+        mSizes: cute.Tensor,
+        mSched: cute.Tensor,
+        mDesc: cute.Tensor,
+        cluster_idx: cutlass.Int32,
+        num_clusters: cutlass.Int32,
+        num_tiles: cutlass.Int32,
+    ):
+        a_mcast_mask = None
+        b_mcast_mask = None
+        sfa_mcast_mask = None
+        sfb_mcast_mask = None
+        if cutlass.const_expr(self.is_a_mcast or self.is_b_mcast or self.use_2cta):
+            a_mcast_mask = cpasync.create_tma_multicast_mask(
+                lay.cluster_vmnk, block_in_cluster_coord_vmnk, mcast_mode=2
+            )
+            b_mcast_mask = cpasync.create_tma_multicast_mask(
+                lay.cluster_vmnk, block_in_cluster_coord_vmnk, mcast_mode=1
+            )
+            sfa_mcast_mask = cpasync.create_tma_multicast_mask(
+                lay.cluster_vmnk, block_in_cluster_coord_vmnk, mcast_mode=2
+            )
+            sfb_mcast_mask = cpasync.create_tma_multicast_mask(
+                lay.cluster_sfb_vmnk, block_in_cluster_coord_sfb_vmnk, mcast_mode=1
+            )
+        a_cta_layout = cute.make_layout(cute.slice_(lay.cluster_vmnk, (0, 0, None, 0)).shape)
+        b_cta_layout = cute.make_layout(cute.slice_(lay.cluster_vmnk, (0, None, 0, 0)).shape)
+        sfb_cta_layout = cute.make_layout(cute.slice_(lay.cluster_sfb_vmnk, (0, None, 0, 0)).shape)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM, RestK, RestL)
+        tAsA, tAgA = cpasync.tma_partition(
+            tma_atom_a,
+            block_in_cluster_coord_vmnk[2],
+            a_cta_layout,
+            cute.group_modes(sA, 0, 3),
+            cute.group_modes(tCgA, 0, 3),
+        )
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL)
+        tBsB, tBgB = cpasync.tma_partition(
+            tma_atom_b,
+            block_in_cluster_coord_vmnk[1],
+            b_cta_layout,
+            cute.group_modes(sB, 0, 3),
+            cute.group_modes(tCgB, 0, 3),
+        )
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestM, RestK, RestL)
+        tAsSFA, tAgSFA = cpasync.tma_partition(
+            tma_atom_sfa,
+            block_in_cluster_coord_vmnk[2],
+            a_cta_layout,
+            cute.group_modes(sSFA, 0, 3),
+            cute.group_modes(tCgSFA, 0, 3),
+        )
+        tAsSFA = cute.filter_zeros(tAsSFA)
+        tAgSFA = cute.filter_zeros(tAgSFA)
+        # ((atom_v, rest_v), STAGE) / ((atom_v, rest_v), RestN, RestK, RestL)
+        tBsSFB, tBgSFB = cpasync.tma_partition(
+            tma_atom_sfb,
+            block_in_cluster_coord_sfb_vmnk[1],
+            sfb_cta_layout,
+            cute.group_modes(sSFB, 0, 3),
+            cute.group_modes(tCgSFB, 0, 3),
+        )
+        tBsSFB = cute.filter_zeros(tBsSFB)
+        tBgSFB = cute.filter_zeros(tBgSFB)
+
+        manager = TensorMapManager(TensorMapUpdateMode.SMEM, SM100_DESC_BYTES)
+        producer_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Producer, self.num_ab_stage
+        )
+        last_group = cutlass.Int32(-1)
+        t = cluster_idx
+        while t < num_tiles:
+            group, tile_mma_m, tile_mma_n = self._mma_tile_coord(mSched, t)
+            k_tiles = mSizes[(group, 2)] // SM100_TILE_K
+            # per operand: TMA atom, this tile's gmem slices ((atom_v, rest_v), RestK),
+            # smem stages ((atom_v, rest_v), STAGE), multicast mask, group descriptor
+            operands = (
+                (tma_atom_a, tAgA[(None, tile_mma_m, None, 0)], tAsA, a_mcast_mask, SM100_DESC_A),
+                (tma_atom_b, tBgB[(None, tile_mma_n, None, 0)], tBsB, b_mcast_mask, SM100_DESC_B),
+                (tma_atom_sfa, tAgSFA[(None, tile_mma_m, None, 0)], tAsSFA, sfa_mcast_mask, SM100_DESC_SFA),
+                (tma_atom_sfb, tBgSFB[(None, tile_mma_n, None, 0)], tBsSFB, sfb_mcast_mask, SM100_DESC_SFB),
+            )
+            descs = [manager.get_tensormap_ptr(mDesc[(group, d, None)].iterator) for *_, d in operands]
+            if group != last_group:
+                # descriptors were written through the generic proxy by the init kernel
+                for desc in descs:
+                    cpasync.fence_tma_desc_acquire(desc)
+            last_group = group
+
+            producer_state.reset_count()
+            peek_empty = cutlass.Boolean(1)
+            if producer_state.count < k_tiles:
+                peek_empty = ab_pipeline.producer_try_acquire(producer_state)
+            for _k in cutlass.range(0, k_tiles, 1, unroll=1):
+                ab_pipeline.producer_acquire(producer_state, peek_empty)
+                full_bar = ab_pipeline.producer_get_barrier(producer_state)
+                k = producer_state.count
+                s = producer_state.index
+                for (atom, gTile, sStages, mask, _), desc in zip(operands, descs):
+                    cute.copy(
+                        atom,
+                        gTile[(None, k)],
+                        sStages[(None, s)],
+                        tma_bar_ptr=full_bar,
+                        mcast_mask=mask,
+                        tma_desc_ptr=manager.get_tensormap_ptr(desc, cute.AddressSpace.generic),
+                    )
+                producer_state.advance()
+                peek_empty = cutlass.Boolean(1)
+                if producer_state.count < k_tiles:
+                    peek_empty = ab_pipeline.producer_try_acquire(producer_state)
+            t += num_clusters
+        # keep the CTA alive until the MMA warp released every stage it was sent
+        ab_pipeline.producer_tail(producer_state)
+
+    # ----------------------------------------------------------------- MMA warp
+    def _s2t_copy_and_partition(self, sSF: cute.Tensor, tSF: cute.Tensor):
+        """smem -> TMEM copy of one stage's scales (tcgen05.cp 4x32x128b)."""
+        # (MMA, MMA_MN, MMA_K, STAGE)
+        tCsSF_compact = cute.filter_zeros(sSF)
+        # (MMA, MMA_MN, MMA_K)
+        tCtSF_compact = cute.filter_zeros(tSF)
+        copy_atom_s2t = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(self.cta_group), self.sf_dtype)
+        tiled_copy_s2t = tcgen05.make_s2t_copy(copy_atom_s2t, tCtSF_compact)
+        thr_copy_s2t = tiled_copy_s2t.get_slice(0)
+        # ((ATOM_V, REST_V), Rest_Tiler, MMA_MN, MMA_K, STAGE)
+        tCsSF_s2t = tcgen05.get_s2t_smem_desc_tensor(
+            tiled_copy_s2t, thr_copy_s2t.partition_S(tCsSF_compact)
+        )
+        # ((ATOM_V, REST_V), Rest_Tiler, MMA_MN, MMA_K)
+        tCtSF_s2t = thr_copy_s2t.partition_D(tCtSF_compact)
+        return tiled_copy_s2t, tCsSF_s2t, tCtSF_s2t
+
+    @cute.jit
+    def mma(
+        self,
+        lay: Sm100KernelLayouts,
+        tiled_mma: cute.TiledMma,
+        ab_pipeline,
+        acc_pipeline,
+        tCrA: cute.Tensor,
+        tCrB: cute.Tensor,
+        sSFA: cute.Tensor,
+        sSFB: cute.Tensor,
+        tCtAcc_fake: cute.Tensor,
+        tmem_holding_ptr,
+        is_leader_cta,
+        mSizes: cute.Tensor,
+        mSched: cute.Tensor,
+        cluster_idx: cutlass.Int32,
+        num_clusters: cutlass.Int32,
+        num_tiles: cutlass.Int32,
+    ):
+        cute.arch.barrier(
+            barrier_id=int(Sm100Barrier.TMEM_ALLOC),
+            number_of_threads=32 * (1 + len(self.epilog_warp_ids)),
+        )
+        acc_tmem_ptr = cute.arch.retrieve_tmem_ptr(
+            self.acc_dtype, alignment=16, ptr_to_buffer_holding_addr=tmem_holding_ptr
+        )
+        # (MMA, MMA_M, MMA_N, ACC_STAGE)
+        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+        # scales sit in TMEM right after the accumulators
+        sfa_tmem_ptr = cute.recast_ptr(
+            acc_tmem_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc_base), dtype=self.sf_dtype
+        )
+        # (MMA, MMA_M, MMA_K)
+        tCtSFA = cute.make_tensor(
+            sfa_tmem_ptr,
+            blockscaled_utils.make_tmem_layout_sfa(
+                tiled_mma,
+                self.mma_tiler,
+                SM100_SF_VEC_SIZE,
+                cute.slice_(lay.sfa_smem, (None, None, None, 0)),
+            ),
+        )
+        sfb_tmem_ptr = cute.recast_ptr(
+            acc_tmem_ptr
+            + tcgen05.find_tmem_tensor_col_offset(tCtAcc_base)
+            + tcgen05.find_tmem_tensor_col_offset(tCtSFA),
+            dtype=self.sf_dtype,
+        )
+        # (MMA, MMA_N, MMA_K)
+        tCtSFB = cute.make_tensor(
+            sfb_tmem_ptr,
+            blockscaled_utils.make_tmem_layout_sfb(
+                tiled_mma,
+                self.mma_tiler,
+                SM100_SF_VEC_SIZE,
+                cute.slice_(lay.sfb_smem, (None, None, None, 0)),
+            ),
+        )
+        tmem_cols = (
+            tcgen05.find_tmem_tensor_col_offset(tCtAcc_base)
+            + tcgen05.find_tmem_tensor_col_offset(tCtSFA)
+            + tcgen05.find_tmem_tensor_col_offset(tCtSFB)
+        )
+        if cutlass.const_expr(tmem_cols != sm100_tmem_columns(self.cfg)):
+            raise RuntimeError(f"TMEM use {tmem_cols} != host model {sm100_tmem_columns(self.cfg)}")
+        copy_s2t_sfa, tCsSFA_s2t, tCtSFA_s2t = self._s2t_copy_and_partition(sSFA, tCtSFA)
+        copy_s2t_sfb, tCsSFB_s2t, tCtSFB_s2t = self._s2t_copy_and_partition(sSFB, tCtSFB)
+        num_k_blocks = cute.size(tCrA, mode=[2])
+
+        consumer_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Consumer, self.num_ab_stage
+        )
+        acc_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Producer, self.num_acc_stage
+        )
+        t = cluster_idx
+        while t < num_tiles:
+            group = mSched[(t, 0)]
+            k_tiles = mSizes[(group, 2)] // SM100_TILE_K
+            # (MMA, MMA_M, MMA_N)
+            tCtAcc = tCtAcc_base[(None, None, None, acc_state.index)]
+            consumer_state.reset_count()
+            peek_full = cutlass.Boolean(1)
+            if consumer_state.count < k_tiles and is_leader_cta:
+                peek_full = ab_pipeline.consumer_try_wait(consumer_state)
+            if is_leader_cta:
+                acc_pipeline.producer_acquire(acc_state)
+            # the first MMA of a tile must overwrite the TMEM accumulator
+            tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
+            for _k in cutlass.range(0, k_tiles, 1, unroll=1):
+                if is_leader_cta:
+                    ab_pipeline.consumer_wait(consumer_state, peek_full)
+                    s2t_stage = (None, None, None, None, consumer_state.index)
+                    cute.copy(copy_s2t_sfa, tCsSFA_s2t[s2t_stage], tCtSFA_s2t)
+                    cute.copy(copy_s2t_sfb, tCsSFB_s2t[s2t_stage], tCtSFB_s2t)
+                    for kb in cutlass.range(num_k_blocks, unroll_full=True):
+                        kb_coord = (None, None, kb, consumer_state.index)
+                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kb)].iterator)
+                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kb)].iterator)
+                        cute.gemm(tiled_mma, tCtAcc, tCrA[kb_coord], tCrB[kb_coord], tCtAcc)
+                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+                    # tcgen05.commit frees the stage once these MMAs have read it
+                    ab_pipeline.consumer_release(consumer_state)
+                consumer_state.advance()
+                peek_full = cutlass.Boolean(1)
+                if consumer_state.count < k_tiles:
+                    if is_leader_cta:
+                        peek_full = ab_pipeline.consumer_try_wait(consumer_state)
+            if is_leader_cta:
+                acc_pipeline.producer_commit(acc_state)
+            acc_state.advance()
+            t += num_clusters
+        acc_pipeline.producer_tail(acc_state)
+
+    # ----------------------------------------------------------------- epilogue warps
+    @cute.jit
+    def epilogue(
+        self,
+        lay: Sm100KernelLayouts,
+        tidx: cutlass.Int32,
+        warp_idx: cutlass.Int32,
+        acc_pipeline,
+        tma_atom_c: cute.CopyAtom,
+        tCgC: cute.Tensor,
+        sC: cute.Tensor,
+        tCtAcc_fake: cute.Tensor,
+        tmem_holding_ptr,
+        tmem_dealloc_mbar_ptr,
+        cta_rank_in_cluster,
+        mSizes: cute.Tensor,
+        mSched: cute.Tensor,
+        mDesc: cute.Tensor,
+        cluster_idx: cutlass.Int32,
+        num_clusters: cutlass.Int32,
+        num_tiles: cutlass.Int32,
+    ):
+        num_epi_threads = 32 * len(self.epilog_warp_ids)
+        if warp_idx == self.epilog_warp_ids[0]:
+            cute.arch.alloc_tmem(
+                self.num_tmem_alloc_cols, tmem_holding_ptr, is_two_cta=self.use_2cta
+            )
+        cute.arch.barrier(
+            barrier_id=int(Sm100Barrier.TMEM_ALLOC),
+            number_of_threads=32 * (1 + len(self.epilog_warp_ids)),
+        )
+        acc_tmem_ptr = cute.arch.retrieve_tmem_ptr(
+            self.acc_dtype, alignment=16, ptr_to_buffer_holding_addr=tmem_holding_ptr
+        )
+        # (MMA, MMA_M, MMA_N, ACC_STAGE)
+        tCtAcc_base = cute.make_tensor(acc_tmem_ptr, tCtAcc_fake.layout)
+
+        # TMEM -> registers
+        copy_atom_t2r = sm100_utils.get_tmem_load_op(
+            self.cta_tile_shape_mnk,
+            self.c_layout,
+            self.c_dtype,
+            self.acc_dtype,
+            lay.epi_tile,
+            self.use_2cta,
+        )
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, ACC_STAGE)
+        tAcc_epi = cute.flat_divide(tCtAcc_base[((None, None), 0, 0, None)], lay.epi_tile)
+        tiled_copy_t2r = tcgen05.make_tmem_copy(copy_atom_t2r, tAcc_epi[(None, None, 0, 0, 0)])
+        thr_copy_t2r = tiled_copy_t2r.get_slice(tidx)
+        # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, ACC_STAGE)
+        tTR_tAcc_base = thr_copy_t2r.partition_S(tAcc_epi)
+        # (EPI_TILE_M, EPI_TILE_N, EPI_M, EPI_N, RestM, RestN, RestL)
+        gC_epi = cute.flat_divide(tCgC[((None, None), 0, 0, None, None, None)], lay.epi_tile)
+        # (T2R, T2R_M, T2R_N, EPI_M, EPI_N, RestM, RestN, RestL)
+        tTR_gC = thr_copy_t2r.partition_D(gC_epi)
+        # (T2R, T2R_M, T2R_N)
+        tTR_rAcc = cute.make_rmem_tensor(
+            tTR_gC[(None, None, None, 0, 0, 0, 0, 0)].shape, self.acc_dtype
+        )
+        tTR_rC = cute.make_rmem_tensor(tTR_rAcc.shape, self.c_dtype)
+
+        # registers -> smem
+        copy_atom_r2s = sm100_utils.get_smem_store_op(
+            self.c_layout, self.c_dtype, self.acc_dtype, tiled_copy_t2r
+        )
+        tiled_copy_r2s = cute.make_tiled_copy_D(copy_atom_r2s, tiled_copy_t2r)
+        # (R2S, R2S_M, R2S_N, C_STAGE)
+        tRS_sC = tiled_copy_r2s.get_slice(tidx).partition_D(sC)
+        # (R2S, R2S_M, R2S_N)
+        tRS_rC = tiled_copy_r2s.retile(tTR_rC)
+
+        # smem -> gmem (TMA store); ((ATOM_V, REST_V), EPI_M, EPI_N, RestM, RestN, RestL)
+        bSG_sC, bSG_gC_all = cpasync.tma_partition(
+            tma_atom_c,
+            0,
+            cute.make_layout(1),
+            cute.group_modes(sC, 0, 2),
+            cute.group_modes(gC_epi, 0, 2),
+        )
+
+        manager = TensorMapManager(TensorMapUpdateMode.SMEM, SM100_DESC_BYTES)
+        c_pipeline = pipeline.PipelineTmaStore.create(
+            num_stages=self.num_c_stage,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, num_epi_threads),
+        )
+        acc_state = pipeline.make_pipeline_state(
+            pipeline.PipelineUserType.Consumer, self.num_acc_stage
+        )
+        last_group = cutlass.Int32(-1)
+        c_buffer_count = cutlass.Int32(0)
+        t = cluster_idx
+        while t < num_tiles:
+            group, tile_mma_m, tile_mma_n = self._mma_tile_coord(mSched, t)
+            desc_c = manager.get_tensormap_ptr(mDesc[(group, SM100_DESC_C, None)].iterator)
+            if warp_idx == self.epilog_warp_ids[0]:
+                if group != last_group:
+                    cpasync.fence_tma_desc_acquire(desc_c)
+            last_group = group
+            # ((ATOM_V, REST_V), EPI_M * EPI_N)
+            bSG_gC = cute.group_modes(
+                bSG_gC_all[(None, None, None, tile_mma_m, tile_mma_n, 0)], 1, 3
+            )
+            # (T2R, T2R_M, T2R_N, EPI_M * EPI_N)
+            tTR_tAcc = cute.group_modes(
+                tTR_tAcc_base[(None, None, None, None, None, acc_state.index)], 3, 5
+            )
+            acc_pipeline.consumer_wait(acc_state)
+            num_subtiles = cute.size(tTR_tAcc.shape, mode=[3])
+            for sub in cutlass.range(num_subtiles):
+                cute.copy(tiled_copy_t2r, tTR_tAcc[(None, None, None, sub)], tTR_rAcc)
+                tRS_rC.store(tiled_copy_r2s.retile(tTR_rAcc).load().to(self.c_dtype))
+                c_buffer = c_buffer_count % self.num_c_stage
+                c_buffer_count += 1
+                cute.copy(tiled_copy_r2s, tRS_rC, tRS_sC[(None, None, None, c_buffer)])
+                # generic-proxy smem writes must be visible to the TMA (async proxy)
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.barrier(
+                    barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
+                )
+                if warp_idx == self.epilog_warp_ids[0]:
+                    cute.copy(
+                        tma_atom_c,
+                        bSG_sC[(None, c_buffer)],
+                        bSG_gC[(None, sub)],
+                        tma_desc_ptr=manager.get_tensormap_ptr(desc_c, cute.AddressSpace.generic),
+                    )
+                    # wait until the other buffer's store has read smem before reuse
+                    c_pipeline.producer_commit()
+                    c_pipeline.producer_acquire()
+                cute.arch.barrier(
+                    barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
+                )
+            # the accumulator stage is free once every epilogue warp has read it; tcgen05.ld
+            # is asynchronous, so wait::ld must retire this warp's TMEM reads before the
+            # MMA warp may overwrite the stage
+            cute.arch.fence_view_async_tmem_load()
+            with cute.arch.elect_one():
+                acc_pipeline.consumer_release(acc_state)
+            acc_state.advance()
+            t += num_clusters
+
+        if warp_idx == self.epilog_warp_ids[0]:
+            cute.arch.relinquish_tmem_alloc_permit(is_two_cta=self.use_2cta)
+        cute.arch.barrier(barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads)
+        if warp_idx == self.epilog_warp_ids[0]:
+            if cutlass.const_expr(self.use_2cta):
+                # the pair's MMAs write both CTAs' TMEM: free only when the peer is done too
+                cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
+                cute.arch.mbarrier_wait(tmem_dealloc_mbar_ptr, 0)
+            cute.arch.dealloc_tmem(acc_tmem_ptr, self.num_tmem_alloc_cols, is_two_cta=self.use_2cta)
+        c_pipeline.producer_tail()
+
+
+# Compilation (works without a GPU: fake pointers)
+
+
+def sm100_can_implement(config: Sm100Config, sizes) -> tuple[bool, str]:
+    return Sm100BlockScaledGroupedGemm.can_implement(config, sizes)
+
+
+def compile_sm100(config: Sm100Config) -> CompiledKernels:
+    """Compiles the descriptor-init and GEMM kernels of a config for sm_100a; one build
+    serves every group count (a launch argument of both). (Without a GPU,
+    CUTE_DSL_ARCH=sm_100a selects the target.)"""
+    kernel = Sm100BlockScaledGroupedGemm(config)
+    desc_align = SM100_DESC_BYTES
+    init_fn = cute.compile(
+        kernel.init_descriptors,
+        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int64, desc_align),
+        Int32(1),
+    )
+    gemm_fn = cute.compile(
+        kernel,
+        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, desc_align),
+        Int32(1), Int32(config.cta_group), Int32(1),
+    )
+
+    def init(ptrs, sizes, tensormaps):
+        init_fn(
+            device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
+            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sizes.shape[0]),
+        )
+
+    def prepare(sizes, ptrs, tensormaps, sched, scratch):
+        args = (
+            device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
+            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.host.num_tiles),
+            Int32(sched.host.grid), Int32(sizes.shape[0]),
+        )
+        return bind_launch(gemm_fn, args)
+
+    return CompiledKernels(init, prepare, {"smem_bytes": kernel.shared_storage.size_in_bytes()})
+
+
+def sm100_backend() -> KernelBackend:
+    return KernelBackend(
+        name="sm100",
+        choose_config=choose_sm100_config,
+        can_implement=sm100_can_implement,
+        tile_shape=lambda cfg: (cfg.tile_m, cfg.tile_n),
+        compile=compile_sm100,
+        num_desc=SM100_NUM_DESC,
+        grid=sm100_grid_ctas,
+        # compile-checked only: no B200 was at hand (README, "Blackwell")
+        self_check=True,
+        needs_aligned_c=True,
+    )
