@@ -26,13 +26,13 @@ Modules, each importing only those above it:
     common       the CuTe DSL's imports, constants, switches, warn_once
     formats      E2M1 / E4M3 tables, the blocked scale layout
     ptx          inline-PTX helpers
-    problem      validation (validate_inputs -> GroupedProblem)
+    inputs       validation (validate_inputs -> GroupedProblem)
     schedule     tile counts, the static schedule, per-CTA work units (K-range, balanced)
     caches       LruCache, HashedLruCache
-    launch       pointers, host tables to the device, bound launches, launch errors
+    binding      pointers, host tables to the device, bound launches, launch errors
     decoder      Fp4RowDecoder, the fp16 fallback's FP4 decode kernel
     torch_paths  run_torch_exact, run_torch_fp16, run_torch_fallback, first_mismatch
-    runner       GroupedGemmRunner, the host wrapper both kernels share
+    kernel_runner  GroupedGemmRunner, the host wrapper both kernels share
     sm100        Sm100BlockScaledGroupedGemm and its config
     sm90_config  Sm90Config, its legality, lane arithmetic and cost model
     sm90         Sm90Fp4GroupedGemm

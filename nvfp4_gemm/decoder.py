@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
+from .binding import device_ptr, fake_ptr, to_device_async
 from .common import _DSL_IMPORT_ERROR, Int32, Int64, cute, cutlass, warn_once
 from .formats import SF_ATOM_BYTES, _e2m1_pair_table, _e4m3_pair_table
-from .launch import device_ptr, fake_ptr, to_device_async
 from .ptx import ld_global_nc_u8, ld_global_nc_u32, ld_global_nc_v2, mul_f16x2, st_global_v4_b32
 
 DECODE_THREADS = 256

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import torch
 
+from .binding import STICKY_CUDA_ERRORS, KernelLaunchError, cuda_error_code
 from .common import _DSL_IMPORT_ERROR, PATH_ENV, PATHS, SELF_CHECK_ENV, input_t, output_t, warn_once
-from .launch import STICKY_CUDA_ERRORS, KernelLaunchError, cuda_error_code
-from .problem import GroupedProblem, validate_inputs
-from .runner import GroupedGemmRunner, KernelBackend, LayoutMiss
+from .inputs import GroupedProblem, validate_inputs
+from .kernel_runner import GroupedGemmRunner, KernelBackend, LayoutMiss
 from .sm90 import sm90_backend
 from .sm100 import sm100_backend
 from .torch_paths import run_torch_fallback

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import torch
 
+from .binding import bind_launch, device_ptr, fake_ptr
 from .common import (
     Int32,
     LayoutEnum,
@@ -25,8 +26,7 @@ from .common import (
     utils,
     warn_once,
 )
-from .launch import bind_launch, device_ptr, fake_ptr
-from .runner import CompiledKernels, KernelBackend
+from .kernel_runner import CompiledKernels, KernelBackend
 
 SM100_SMEM_CAPACITY = 232448  # bytes of dynamic shared memory one CTA may opt into
 SM100_TMEM_COLUMNS = 512  # tensor memory columns per SM (128 lanes x 32 bit each)

@@ -3,9 +3,10 @@ and its compilation."""
 
 from __future__ import annotations
 
+from .binding import bind_launch, device_ptr, fake_ptr
 from .common import Int32, Int64, cute, cutlass, pipeline, sm90_utils, utils
 from .formats import SF_ATOM_BYTES
-from .launch import bind_launch, device_ptr, fake_ptr
+from .kernel_runner import CompiledKernels, KernelBackend
 from .ptx import (
     bulk_load,
     bulk_wait_read,
@@ -29,7 +30,6 @@ from .ptx import (
     tma_load_2d,
     tma_store_2d,
 )
-from .runner import CompiledKernels, KernelBackend
 from .schedule import RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL
 from .sm90_config import (
     SM90_C_STAGE_BYTES,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .common import ceil_div, cutlass
 from .formats import SF_ATOM_BYTES
-from .runner import HostSchedule
+from .kernel_runner import HostSchedule
 from .schedule import (
     MAX_PHASES,
     WorkSchedule,

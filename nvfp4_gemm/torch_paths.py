@@ -11,7 +11,7 @@ import torch
 from .common import SF_VEC_SIZE, ceil_div
 from .decoder import fp4_decoder, launch_decoder
 from .formats import _blocked_scales, _e2m1_pair_table, _e2m1_table
-from .problem import GroupedProblem
+from .inputs import GroupedProblem
 
 
 def _dequantize_rows(packed: torch.Tensor, sf_blocked: torch.Tensor, k: int) -> torch.Tensor:

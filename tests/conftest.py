@@ -16,6 +16,11 @@ def _capability():
     return torch.cuda.get_device_capability()
 
 
+def _this_gpu() -> str:
+    cap = _capability()
+    return "no CUDA GPU" if cap is None else f"an sm_{cap[0]}{cap[1]} GPU"
+
+
 def pytest_configure(config):
     for name, doc in [
         ("gpu", "needs a CUDA GPU"),
@@ -27,9 +32,9 @@ def pytest_configure(config):
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; none here")
 requires_sm90 = pytest.mark.skipif(
-    _capability() != (9, 0), reason=f"needs an sm_90 GPU (H100/H200); this machine has {_capability()}"
+    _capability() != (9, 0), reason=f"needs an sm_90 GPU (H100/H200); this machine has {_this_gpu()}"
 )
 requires_sm100 = pytest.mark.skipif(
     _capability() is None or _capability()[0] != 10,
-    reason=f"needs an sm_100 GPU (B200); this machine has {_capability()}",
+    reason=f"needs an sm_100 GPU (B200); this machine has {_this_gpu()}",
 )

@@ -7,14 +7,10 @@ import warnings
 import pytest
 import torch
 
-import submission
-from submission import (
-    LruCache,
-    build_tile_schedule,
-    ceil_div,
-    split_tiles_by_width,
-    tiles_per_group,
-)
+from nvfp4_gemm import binding, common, dispatch, schedule, sm90_config
+from nvfp4_gemm.caches import LruCache
+from nvfp4_gemm.common import ceil_div
+from nvfp4_gemm.schedule import build_tile_schedule, split_tiles_by_width, tiles_per_group
 
 
 def _random_sizes(rng, groups):
@@ -71,7 +67,7 @@ def test_tile_runs_give_the_tile_by_tile_order(seed):
         rows = build_tile_schedule(sizes, tile_m, tile_n)
         assert rows == _tile_by_tile_schedule(sizes, tile_m, tile_n)
         widths = (96, 64, 32) if tile_m == 96 else rng.choice([(128, 96, 64), (128, 64), (128,)])
-        assert submission.phased_tile_schedule(sizes, tile_n, widths) == split_tiles_by_width(rows, sizes, widths)
+        assert schedule.phased_tile_schedule(sizes, tile_n, widths) == split_tiles_by_width(rows, sizes, widths)
 
 
 def test_schedule_m1_and_empty_groups():
@@ -108,8 +104,8 @@ def test_hopper_schedule_of_96_row_token_tiles_covers_every_k_tile_once(seed, sp
     K-tile of every tile once, each unit in the phase of its tile's used rows."""
     rng = random.Random(seed)
     sizes = _random_sizes(rng, rng.choice([1, 2, 8, 64]))
-    cfg = submission.make_sm90_config(192, tile_m=96, narrow=(64, 32), split_k=split_k)
-    ws = submission.sm90_work_schedule(sizes, cfg, 132)
+    cfg = sm90_config.make_sm90_config(192, tile_m=96, narrow=(64, 32), split_k=split_k)
+    ws = sm90_config.sm90_work_schedule(sizes, cfg, 132)
     covered = collections.Counter()
     for c, cta in enumerate(ws.ctas):
         for u, p in zip(cta, ws.phases(c)):
@@ -149,11 +145,11 @@ def _units(sizes, split_k, tile_n=128, grid=132, widths=(128, 96, 64), unit_us=2
     k_tiles = [k // 128 for _, _, k, _ in sizes]
     if split_k:
         kt_us = [_WIDTH_COST[w] for w in widths]
-        gen = submission.balanced_units if split_k == "balanced" else submission.k_range_units
+        gen = schedule.balanced_units if split_k == "balanced" else schedule.k_range_units
         ws = gen(rows, counts, k_tiles, grid, kt_us, unit_us, fixup_us)
     else:
-        ws = submission.round_robin_units(rows, counts, k_tiles, min(grid, len(rows)))
-    return rows, submission.phase_of_rows(counts), k_tiles, ws
+        ws = schedule.round_robin_units(rows, counts, k_tiles, min(grid, len(rows)))
+    return rows, schedule.phase_of_rows(counts), k_tiles, ws
 
 
 @pytest.mark.parametrize("split_k", [False, True, "balanced"])
@@ -177,7 +173,7 @@ def test_work_units_cover_every_k_tile_once(seed, split_k):
     assert covered == expected
     ranges, units = ws.tables()
     p = len(widths)
-    assert all(len(r) == submission.RANGE_FIELDS for r in ranges)
+    assert all(len(r) == schedule.RANGE_FIELDS for r in ranges)
     assert [units[r[0]:r[p]] for r in ranges] == [list(c) for c in ws.ctas]
     assert [tuple(x - r[0] for x in r[:p]) for r in ranges] == list(ws.starts)
     # CTA c's units at row c * unit_stride (the kernel prefetches that row before its ranges)
@@ -196,20 +192,20 @@ def test_k_range_pieces_wait_only_for_a_lower_ctas_first_unit(seed):
     partial_at = {}
     for c, cta in enumerate(ws.ctas):
         for j, u in enumerate(cta):
-            if u.role == submission.UNIT_PARTIAL:
+            if u.role == schedule.UNIT_PARTIAL:
                 assert j == 0 and u.kt0 == 0 and u.slot not in partial_at
                 partial_at[u.slot] = (c, u)
     assert sorted(partial_at) == list(range(ws.num_slots))
     fixups = 0
     for c, cta in enumerate(ws.ctas):
         for j, u in enumerate(cta):
-            if u.role == submission.UNIT_FIXUP:
+            if u.role == schedule.UNIT_FIXUP:
                 fixups += 1
                 pc, p = partial_at[u.prev]
                 assert pc < c and j == len(cta) - 1
                 assert (p.group, p.tm, p.tn, p.kt1) == (u.group, u.tm, u.tn, u.kt0)
                 assert u.kt1 == k_tiles[u.group]
-            elif u.role == submission.UNIT_WHOLE:
+            elif u.role == schedule.UNIT_WHOLE:
                 assert (u.kt0, u.kt1) == (0, k_tiles[u.group])
     assert fixups == ws.num_slots
 
@@ -223,12 +219,12 @@ def test_balanced_pieces_wait_only_for_a_lower_takers_partial(seed):
     sizes = _benchmark_like(rng, rng.choice([1, 2, 8, 16]))
     grid = rng.choice([132, 40, 7])
     _, _, k_tiles, ws = _units(sizes, "balanced", rng.choice([128, 256]), grid=grid)
-    partial_at, rank = {}, {submission.UNIT_PARTIAL: 0, submission.UNIT_WHOLE: 1, submission.UNIT_FIXUP: 2}
+    partial_at, rank = {}, {schedule.UNIT_PARTIAL: 0, schedule.UNIT_WHOLE: 1, schedule.UNIT_FIXUP: 2}
     for c, cta in enumerate(ws.ctas):
         keys = [(p, rank[u.role]) for u, p in zip(cta, ws.phases(c))]
         assert keys == sorted(keys)
         for u in cta:
-            if u.role == submission.UNIT_PARTIAL:
+            if u.role == schedule.UNIT_PARTIAL:
                 assert u.kt0 == 0 and u.slot not in partial_at
                 partial_at[u.slot] = (c, u)
     assert sorted(partial_at) == list(range(ws.num_slots))
@@ -237,13 +233,13 @@ def test_balanced_pieces_wait_only_for_a_lower_takers_partial(seed):
     fixups = 0
     for c, cta in enumerate(ws.ctas):
         for u in cta:
-            if u.role == submission.UNIT_FIXUP:
+            if u.role == schedule.UNIT_FIXUP:
                 fixups += 1
                 pc, p = partial_at[u.prev]
                 assert pc < c and c not in takers
                 assert (p.group, p.tm, p.tn, p.kt1) == (u.group, u.tm, u.tn, u.kt0) and p.kt1 >= 2
                 assert u.kt1 == k_tiles[u.group] and u.kt1 - u.kt0 >= 2
-            elif u.role == submission.UNIT_WHOLE:
+            elif u.role == schedule.UNIT_WHOLE:
                 assert (u.kt0, u.kt1) == (0, k_tiles[u.group])
     assert fixups == ws.num_slots
 
@@ -254,12 +250,12 @@ def test_balanced_splits_only_the_long_tiles_of_a_one_wave_shape():
     sizes = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]
     widths = (128, 96, 64)
     cost = ([_WIDTH_COST[w] for w in widths], 1.8, 0.6)
-    rr = max(submission.modeled_cta_us(_units(sizes, False, widths=widths, unit_us=1.8)[3], *cost))
+    rr = max(schedule.modeled_cta_us(_units(sizes, False, widths=widths, unit_us=1.8)[3], *cost))
     _, _, _, bal = _units(sizes, "balanced", widths=widths, unit_us=1.8)
     _, _, _, sk = _units(sizes, True, widths=widths, unit_us=1.8)
-    assert max(submission.modeled_cta_us(bal, *cost)) < 0.9 * rr
+    assert max(schedule.modeled_cta_us(bal, *cost)) < 0.9 * rr
     assert bal.num_slots == 72 < sk.num_slots
-    split = {(u.group, u.tm, u.tn) for cta in bal.ctas for u in cta if u.role != submission.UNIT_WHOLE}
+    split = {(u.group, u.tm, u.tn) for cta in bal.ctas for u in cta if u.role != schedule.UNIT_WHOLE}
     assert all(tm < (1 if g == 0 else 2) for g, tm, _ in split)  # full tiles only
 
 
@@ -272,9 +268,9 @@ def test_balanced_brings_every_cta_under_one_target():
     widths = (128, 96, 64)
     kt = [_WIDTH_COST[w] for w in widths]
     _, _, _, bal = _units(sizes, "balanced", widths=widths, unit_us=1.0, fixup_us=0.8)
-    loads = submission.modeled_cta_us(bal, kt, 1.0, 0.8)
+    loads = schedule.modeled_cta_us(bal, kt, 1.0, 0.8)
     whole = 32 * 1.0 + 1.0
-    heads = [u.kt1 - u.kt0 for cta in bal.ctas for u in cta if u.role == submission.UNIT_PARTIAL]
+    heads = [u.kt1 - u.kt0 for cta in bal.ctas for u in cta if u.role == schedule.UNIT_PARTIAL]
     assert bal.num_slots == 64 and max(heads) - min(heads) <= 1  # every full tile gives alike
     assert max(loads) < 0.8 * whole and max(loads) - min(loads) < 0.25 * max(loads)
 
@@ -292,8 +288,8 @@ def test_k_range_balances_the_benchmark_shape():
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
     widths = (128, 64)
     cost = ([_WIDTH_COST[w] for w in widths], 1.8, 0.6)
-    rr = submission.modeled_cta_us(_units(sizes, False, widths=widths, unit_us=1.8)[3], *cost)
-    sk = submission.modeled_cta_us(_units(sizes, True, widths=widths, unit_us=1.8)[3], *cost)
+    rr = schedule.modeled_cta_us(_units(sizes, False, widths=widths, unit_us=1.8)[3], *cost)
+    sk = schedule.modeled_cta_us(_units(sizes, True, widths=widths, unit_us=1.8)[3], *cost)
     assert max(rr) > 1.05 * sum(rr) / len(rr)
     assert max(sk) < 1.02 * sum(sk) / len(sk) and max(sk) < 0.95 * max(rr)
 
@@ -319,32 +315,32 @@ def test_lru_cache_bounded_and_counts():
 
 
 def test_select_path_on_cpu_is_torch(monkeypatch):
-    monkeypatch.delenv(submission.PATH_ENV, raising=False)
-    submission._device_paths.clear()
-    assert submission.select_path(torch.device("cpu")) == "torch"
+    monkeypatch.delenv(common.PATH_ENV, raising=False)
+    dispatch._device_paths.clear()
+    assert dispatch.select_path(torch.device("cpu")) == "torch"
 
 
 @pytest.mark.parametrize("forced", ["sm100", "sm90"])
 def test_forced_gpu_path_on_cpu_warns_once_and_runs_torch(monkeypatch, forced):
-    monkeypatch.setenv(submission.PATH_ENV, forced)
-    submission._device_paths.clear()
-    submission._warned.clear()
+    monkeypatch.setenv(common.PATH_ENV, forced)
+    dispatch._device_paths.clear()
+    common._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert submission.select_path(torch.device("cpu")) == "torch"
-        assert submission.select_path(torch.device("cpu")) == "torch"
+        assert dispatch.select_path(torch.device("cpu")) == "torch"
+        assert dispatch.select_path(torch.device("cpu")) == "torch"
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and f"NVFP4_GEMM_PATH={forced}" in messages[0]
 
 
 def test_bad_path_env_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv(submission.PATH_ENV, "fastest")
-    submission._device_paths.clear()
+    monkeypatch.setenv(common.PATH_ENV, "fastest")
+    dispatch._device_paths.clear()
     with pytest.raises(ValueError, match="NVFP4_GEMM_PATH='fastest'"):
-        submission.select_path(torch.device("cpu"))
+        dispatch.select_path(torch.device("cpu"))
 
 
-def _runs_to_completion(ws: submission.WorkSchedule, resident: int) -> bool:
+def _runs_to_completion(ws: schedule.WorkSchedule, resident: int) -> bool:
     """Plays a schedule as the kernel runs it: CTAs dispatched in index order onto
     `resident` SM slots, each walking its units in order; a PARTIAL sets its slot's flag
     when done, a FIXUP cannot finish before its flag is set (its CTA holds the slot while
@@ -360,9 +356,9 @@ def _runs_to_completion(ws: submission.WorkSchedule, resident: int) -> bool:
             units = ws.ctas[c]
             while running[c] < len(units):
                 u = units[running[c]]
-                if u.role == submission.UNIT_FIXUP and u.prev not in flags:
+                if u.role == schedule.UNIT_FIXUP and u.prev not in flags:
                     break
-                if u.role == submission.UNIT_PARTIAL:
+                if u.role == schedule.UNIT_PARTIAL:
                     flags.add(u.slot)
                 running[c] += 1
                 moved = True
@@ -400,9 +396,9 @@ def test_the_random_split_schedules_do_split(gen):
 def test_the_completion_check_catches_a_deadlock():
     # a FIXUP that waits for a PARTIAL placed after it on a higher CTA, with one CTA
     # resident at a time: the check must say no
-    u = submission.WorkUnit
-    bad = submission.WorkSchedule(
-        cta_units=((u(0, 0, 0, 4, 8, submission.UNIT_FIXUP, 0, 0),), (u(0, 0, 0, 0, 4, submission.UNIT_PARTIAL, 0, -1),)),
+    u = schedule.WorkUnit
+    bad = schedule.WorkSchedule(
+        cta_units=((u(0, 0, 0, 4, 8, schedule.UNIT_FIXUP, 0, 0),), (u(0, 0, 0, 0, 4, schedule.UNIT_PARTIAL, 0, -1),)),
         starts=((0,), (0,)), num_slots=1)
     assert not _runs_to_completion(bad, 1) and _runs_to_completion(bad, 2)
 
@@ -410,8 +406,8 @@ def test_the_completion_check_catches_a_deadlock():
 def test_int32_rows_matches_torch_tensor():
     """The schedule tables' packing (int32_rows) gives torch.tensor's int32 table, negative
     fields (a FIXUP's prev of -1) and work units included."""
-    units = [submission.WorkUnit(3, 1, 7, 0, 28), submission.WorkUnit(0, 0, 2, 4, 9, 2, 0, 5)]
-    assert torch.equal(submission.int32_rows(units), torch.tensor(units, dtype=torch.int32))
+    units = [schedule.WorkUnit(3, 1, 7, 0, 28), schedule.WorkUnit(0, 0, 2, 4, 9, 2, 0, 5)]
+    assert torch.equal(binding.int32_rows(units), torch.tensor(units, dtype=torch.int32))
     ranges = [(0, 2, 2, 3), (5, 5, 6, 8)]
-    assert torch.equal(submission.int32_rows(ranges), torch.tensor(ranges, dtype=torch.int32))
-    assert submission.int32_rows([]).numel() == 0
+    assert torch.equal(binding.int32_rows(ranges), torch.tensor(ranges, dtype=torch.int32))
+    assert binding.int32_rows([]).numel() == 0

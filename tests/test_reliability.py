@@ -8,18 +8,18 @@ import pytest
 import torch
 from cases import ROOT
 
-import submission
+from nvfp4_gemm import common, dispatch
 
 
 @pytest.fixture
 def stubbed_runner(monkeypatch):
     from tools.host_overhead import install_stub
 
-    monkeypatch.setattr(submission, "_BACKENDS", dict(submission._BACKENDS))
-    monkeypatch.setattr(submission, "_device_paths", {})
-    monkeypatch.setattr(submission, "_runners", {})
-    monkeypatch.setattr(submission, "_last_runner", None)
-    monkeypatch.setattr(submission, "get_runner", submission.get_runner)
+    monkeypatch.setattr(dispatch, "_BACKENDS", dict(dispatch._BACKENDS))
+    monkeypatch.setattr(dispatch, "_device_paths", {})
+    monkeypatch.setattr(dispatch, "_runners", {})
+    monkeypatch.setattr(dispatch, "_last_runner", None)
+    monkeypatch.setattr(dispatch, "get_runner", dispatch.get_runner)
     install_stub()
 
 
@@ -63,11 +63,11 @@ def test_import_without_the_dsl_and_compute_exactly():
 
 def _decide(monkeypatch, capability, requested, dsl_error=None):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    monkeypatch.setattr(submission, "_DSL_IMPORT_ERROR", dsl_error)
-    submission._warned.clear()
+    monkeypatch.setattr(dispatch, "_DSL_IMPORT_ERROR", dsl_error)
+    common._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        path = submission._decide_path(torch.device("cuda", 0), requested)
+        path = dispatch._decide_path(torch.device("cuda", 0), requested)
     return path, [str(w.message) for w in caught]
 
 

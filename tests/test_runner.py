@@ -1,6 +1,8 @@
 """The shared kernel runner with a stubbed kernel on the CPU: cache hits, invalidation,
 fallbacks, and that nothing derived from input values is cached."""
 
+import dataclasses
+import functools
 import gc
 import sys
 import warnings
@@ -11,10 +13,21 @@ import pytest
 import torch
 
 import reference
-import submission
-from submission import CompiledKernels, GroupedGemmRunner, KernelBackend
+from nvfp4_gemm import (
+    binding,
+    caches,
+    common,
+    dispatch,
+    inputs,
+    kernel_runner,
+    schedule,
+    sm90,
+    sm100,
+    torch_paths,
+)
+from nvfp4_gemm.kernel_runner import CompiledKernels, GroupedGemmRunner, KernelBackend
 
-_EXACT = submission.run_torch_exact  # the stub's "GEMM", unaffected by tests that wrap the path
+_EXACT = torch_paths.run_torch_exact  # the stub's "GEMM", unaffected by tests that wrap the path
 
 
 class StubKernel:
@@ -53,7 +66,7 @@ class StubKernel:
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
-                _EXACT(data, submission.validate_inputs(data))
+                _EXACT(data, inputs.validate_inputs(data))
                 if self.corrupt is not None:
                     g, row, col = self.corrupt
                     data[0][g][2][row, col, 0] += 1.0
@@ -67,15 +80,15 @@ class StubKernel:
 def stub(monkeypatch):
     kernel = StubKernel()
     runner = GroupedGemmRunner(kernel.backend(), num_sms=132)
-    monkeypatch.setattr(submission, "select_path", lambda device: "stub")
-    monkeypatch.setitem(submission._BACKENDS, "stub", kernel.backend)
-    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
-    monkeypatch.setattr(submission, "_last_runner", None)
+    monkeypatch.setattr(dispatch, "select_path", lambda device: "stub")
+    monkeypatch.setitem(dispatch._BACKENDS, "stub", kernel.backend)
+    monkeypatch.setattr(dispatch, "get_runner", lambda device, path: runner)
+    monkeypatch.setattr(dispatch, "_last_runner", None)
     kernel.runner = runner
 
     def register(data):
         sizes = [tuple(s) for s in data[3]]
-        kernel.data_by_ptrs[submission.group_pointers(data, sizes)] = data
+        kernel.data_by_ptrs[kernel_runner.group_pointers(data, sizes)] = data
         return data
 
     kernel.register = register
@@ -93,8 +106,8 @@ def _expected(data):
 
 def test_repeat_call_hits_every_cache(stub):
     data = stub.register(_data(1))
-    out1 = submission.custom_kernel(data)
-    out2 = submission.custom_kernel(data)
+    out1 = dispatch.custom_kernel(data)
+    out2 = dispatch.custom_kernel(data)
     assert stub.compiles == 1 and stub.inits == 1 and stub.launches == 2
     assert stub.runner.calls.hits == 1
     assert all(x is y for x, y in zip(out1, out2))
@@ -109,7 +122,7 @@ def test_one_compile_serves_every_group_count(stub):
              _data(43, m=(0, 64, 96), n=(128, 128, 256), k=(256, 256, 256))]
     for data in cases:
         stub.register(data)
-        out = submission.custom_kernel(data)
+        out = dispatch.custom_kernel(data)
         assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
     assert stub.compiles == 1 and len(stub.runner.compiled) == 1
     assert stub.inits == len(cases) and stub.launches == len(cases)
@@ -117,12 +130,12 @@ def test_one_compile_serves_every_group_count(stub):
 
 def test_new_values_in_same_tensors_give_new_results(stub):
     data = stub.register(_data(2))
-    submission.custom_kernel(data)
+    dispatch.custom_kernel(data)
     other = _data(3)
     data[0][0][0].view(torch.uint8).copy_(other[0][0][0].view(torch.uint8))
     data[1][1][1].copy_(other[1][1][1])  # the reference reads the plain scales,
     data[2][1][1].copy_(other[2][1][1])  # the kernels the blocked ones
-    out = submission.custom_kernel(data)
+    out = dispatch.custom_kernel(data)
     assert stub.inits == 1  # same pointers: descriptors reused
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
 
@@ -133,16 +146,16 @@ def test_new_tensor_objects_same_pointers_reuse_descriptors(stub, monkeypatch):
     validated slow path, which reuses the pointer table. Either way no new descriptors, and
     the call returns its own c tensors."""
     data = stub.register(_data(5))
-    submission.custom_kernel(data)
+    dispatch.custom_kernel(data)
     slow = []
     run = stub.runner.run
     monkeypatch.setattr(stub.runner, "run", lambda *a: slow.append(1) or run(*a))
     views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], list(data[3]))
-    out = submission.custom_kernel(views)
+    out = dispatch.custom_kernel(views)
     assert all(o is abc[2] for o, abc in zip(out, views[0]))
     assert not slow and stub.runner.layouts.hits == 1
     as_lists = (views[0], views[1], views[2], [list(s) for s in data[3]])
-    submission.custom_kernel(as_lists)
+    dispatch.custom_kernel(as_lists)
     assert slow and stub.runner.pointers.hits >= 1
     assert stub.inits == 1 and stub.launches == 3
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
@@ -152,19 +165,19 @@ def test_a_call_on_new_pointers_reads_its_tensors_layout_once(stub, monkeypatch)
     """The layout lookup's fields (address, dtype, shape, strides of 5 x G tensors) are
     carried to the slow path, which stores its layout key from them instead of reading
     every tensor again; the stored key is the one a later call over that memory looks up."""
-    submission.custom_kernel(stub.register(_data(61)))  # a runner for the fast paths
+    dispatch.custom_kernel(stub.register(_data(61)))  # a runner for the fast paths
     reads = []
     fields_of = GroupedGemmRunner.layout_fields
     monkeypatch.setattr(GroupedGemmRunner, "layout_fields", staticmethod(lambda d: reads.append(1) or fields_of(d)))
     data = stub.register(_data(62))
-    submission.custom_kernel(data)
+    dispatch.custom_kernel(data)
     assert len(reads) == 1
     stored = GroupedGemmRunner.layout_key(data, stored=True, fields=fields_of(data))
     assert stored == GroupedGemmRunner.layout_key(data, stored=True) and stored in stub.runner.layouts
     reads.clear()
     views = ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
     inits = stub.inits
-    assert all(torch.equal(o, e) for o, e in zip(submission.custom_kernel(views), _expected(data)))
+    assert all(torch.equal(o, e) for o, e in zip(dispatch.custom_kernel(views), _expected(data)))
     assert stub.inits == inits and len(reads) == 1  # the views' lookup hit: no new descriptors
 
 
@@ -174,36 +187,36 @@ def test_a_view_with_another_layout_at_the_same_address_is_validated(stub):
     strided view (the exact path takes it, with the layout warning) and rejects C
     reinterpreted as bfloat16 with an error naming the group and field."""
     data = stub.register(_data(12))
-    submission.custom_kernel(data)
+    dispatch.custom_kernel(data)
     a, b, c = data[0][0]
     wide = torch.zeros((a.shape[0], a.shape[1] * 2, 1), dtype=a.dtype)[:, : a.shape[1]]
     wide.copy_(a)
     strided = ([(wide, b, c), *data[0][1:]], data[1], data[2], data[3])
-    assert submission.GroupedGemmRunner.layout_key(strided) != submission.GroupedGemmRunner.layout_key(data)
-    submission._warned.clear()
+    assert kernel_runner.GroupedGemmRunner.layout_key(strided) != kernel_runner.GroupedGemmRunner.layout_key(data)
+    common._warned.clear()
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        out = submission.custom_kernel(strided)
+        out = dispatch.custom_kernel(strided)
     assert stub.runner.layouts.hits == 0
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
     recast = ([(a, b, c.view(torch.bfloat16)), *data[0][1:]], data[1], data[2], data[3])
     with pytest.raises(ValueError, match="group 0: field 'c': dtype"):
-        submission.custom_kernel(recast)
+        dispatch.custom_kernel(recast)
     assert stub.runner.layouts.hits == 0
 
 
 def test_changed_pointers_build_new_descriptors(stub):
     first = stub.register(_data(6))
     second = stub.register(_data(7))
-    submission.custom_kernel(first)
-    out = submission.custom_kernel(second)
+    dispatch.custom_kernel(first)
+    out = dispatch.custom_kernel(second)
     assert stub.compiles == 1 and stub.inits == 2
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(second)))
 
 
 def test_freed_tensors_drop_their_call_entry(stub):
     data = stub.register(_data(8))
-    submission.custom_kernel(data)
+    dispatch.custom_kernel(data)
     assert len(stub.runner.calls) == 1
     stub.data_by_ptrs.clear()
     del data
@@ -231,14 +244,14 @@ def test_same_addresses_other_shapes(stub):
         return (abc, data[1], sfr, data[3])
 
     small = stub.register(carve(_data(9, m=(64,), n=(128,), k=(256,))))
-    out_small = [c.clone() for c in submission.custom_kernel(small)]
+    out_small = [c.clone() for c in dispatch.custom_kernel(small)]
     exp_small = _expected(small)
     ptr0 = small[0][0][0].data_ptr()
     del small
     gc.collect()
     big = stub.register(carve(_data(10, m=(96,), n=(256,), k=(512,))))
     assert big[0][0][0].data_ptr() == ptr0
-    out_big = submission.custom_kernel(big)
+    out_big = dispatch.custom_kernel(big)
     assert stub.inits == 2
     assert torch.equal(out_small[0], exp_small[0])
     assert torch.equal(out_big[0], _expected(big)[0])
@@ -246,12 +259,12 @@ def test_same_addresses_other_shapes(stub):
 
 def test_cannot_implement_falls_back_with_one_warning(stub):
     stub.can = False
-    submission._warned.clear()
+    common._warned.clear()
     data = _data(11)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out1 = [c.clone() for c in submission.custom_kernel(data)]
-        submission.custom_kernel(data)
+        out1 = [c.clone() for c in dispatch.custom_kernel(data)]
+        dispatch.custom_kernel(data)
     assert [str(w.message) for w in caught] == [
         "nvfp4 grouped GEMM: stub kernel cannot take this call (stub says no); using a fallback path"
     ]
@@ -263,12 +276,12 @@ def test_compile_failure_falls_back_with_one_warning(stub, monkeypatch):
     def broken(config):
         raise RuntimeError("ptxas: too many resources")
 
-    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, compile=broken))
-    submission._warned.clear()
+    monkeypatch.setattr(stub.runner, "backend", dataclasses.replace(stub.runner.backend, compile=broken))
+    common._warned.clear()
     data = _data(12)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = submission.custom_kernel(data)
+        out = dispatch.custom_kernel(data)
     assert len(caught) == 1 and "failed to build" in str(caught[0].message) and "too many resources" in str(caught[0].message)
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
 
@@ -279,9 +292,9 @@ def test_non_dense_layout_goes_to_exact_path(stub):
     wide = torch.zeros((64, 256, 1), dtype=torch.uint8)
     wide[:, :128] = a.view(torch.uint8)
     data[0][0] = (wide[:, :128].view(torch.float4_e2m1fn_x2), data[0][0][1], data[0][0][2])
-    submission._warned.clear()
+    common._warned.clear()
     with pytest.warns(RuntimeWarning, match="dense layout"):
-        out = submission.custom_kernel(data)
+        out = dispatch.custom_kernel(data)
     assert stub.launches == 0 and torch.equal(out[0], _expected(data)[0])
 
 
@@ -289,37 +302,37 @@ def test_caches_stay_bounded_over_many_calls(stub):
     for seed in range(3 * 64 + 5):
         m = (1 + seed % 200,)
         data = stub.register(_data(seed, m=m, n=(128,), k=(256,)))
-        submission.custom_kernel(data)
+        dispatch.custom_kernel(data)
     r = stub.runner
     assert len(r.calls) <= 64 and len(r.pointers) <= 64 and len(r.schedules) <= 64 and len(r.compiled) <= 16
 
 
 @pytest.mark.parametrize("tiles,sms,per,expected", [(300, 132, 1, 132), (5, 132, 1, 5), (7, 148, 2, 14), (100, 148, 2, 148), (0, 132, 1, 1), (101, 133, 2, 132)])
 def test_persistent_grid(tiles, sms, per, expected):
-    assert submission.persistent_grid(tiles, sms, per) == expected
+    assert schedule.persistent_grid(tiles, sms, per) == expected
 
 
 def test_persistent_grid_two_ctas_per_sm():
-    assert submission.persistent_grid(1000, 132, ctas_per_sm=2) == 264
-    assert submission.persistent_grid(100, 132, ctas_per_sm=2) == 100
+    assert schedule.persistent_grid(1000, 132, ctas_per_sm=2) == 264
+    assert schedule.persistent_grid(100, 132, ctas_per_sm=2) == 100
 
 
 def test_sm100_fallback_chain_ends_in_the_exact_path(stub, monkeypatch):
     """On sm100, a shape the kernel cannot take goes to torch._scaled_mm; if cuBLAS refuses
     it too, the exact path computes it. One warning per reason."""
     stub.can = False
-    monkeypatch.setattr(submission, "select_path", lambda device: "sm100")
-    monkeypatch.setitem(submission._BACKENDS, "sm100", stub.backend)
+    monkeypatch.setattr(dispatch, "select_path", lambda device: "sm100")
+    monkeypatch.setitem(dispatch._BACKENDS, "sm100", stub.backend)
 
     def refuse(data, problem):
         raise RuntimeError("Expected K divisible by 32")
 
-    monkeypatch.setattr(submission, "run_scaled_mm", refuse)
-    submission._warned.clear()
+    monkeypatch.setattr(dispatch, "run_scaled_mm", refuse)
+    common._warned.clear()
     data = _data(14)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = submission.custom_kernel(data)
+        out = dispatch.custom_kernel(data)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 2 and "stub says no" in messages[0] and "_scaled_mm cannot take" in messages[1]
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
@@ -329,23 +342,23 @@ def test_call_cache_keys_by_hash_but_never_confuses_colliding_keys():
     # hash(-1) == hash(-2) in CPython, so these two keys collide
     a, b = (-1, 7), (-2, 7)
     assert hash(a) == hash(b)
-    cache = submission.HashedLruCache(4)
-    entry_a = submission.CallEntry(table=None, outputs=[], refs=[])
+    cache = caches.HashedLruCache(4)
+    entry_a = kernel_runner.CallEntry(table=None, outputs=[], refs=[])
     cache.put(a, entry_a)
     assert cache.get(b) is None and b not in cache
     cache.pop(b)  # a pop of the other key leaves the entry alone
     assert cache.get(a) is entry_a and a in cache
-    entry_b = submission.CallEntry(table=None, outputs=[], refs=[])
+    entry_b = kernel_runner.CallEntry(table=None, outputs=[], refs=[])
     cache.put(b, entry_b)  # replaces: one slot per hash
     assert cache.get(a) is None and cache.get(b) is entry_b and len(cache) == 1
     for i in range(10):
-        cache.put((i, 0), submission.CallEntry(table=None, outputs=[], refs=[]))
+        cache.put((i, 0), kernel_runner.CallEntry(table=None, outputs=[], refs=[]))
     assert len(cache) == 4  # bounded
 
 
 def test_call_cache_latest_hit_shortcut_is_invalidated_and_keeps_lru_order():
-    cache = submission.HashedLruCache(2)
-    entries = {k: submission.CallEntry(table=None, outputs=[], refs=[]) for k in ("a", "b", "c")}
+    cache = caches.HashedLruCache(2)
+    entries = {k: kernel_runner.CallEntry(table=None, outputs=[], refs=[]) for k in ("a", "b", "c")}
     cache.put(("a",), entries["a"])
     cache.put(("b",), entries["b"])
     assert cache.get(("a",)) is entries["a"]  # through the dict: a becomes the latest
@@ -367,19 +380,19 @@ def test_the_call_key_is_every_tensors_id_then_the_sizes(groups):
     sfr = [tuple(object() for _ in range(2)) for _ in range(groups)]
     sizes = [(64 + g, 128, 256, 1) for g in range(groups)]
     data = (abc, [(object(), object())] * groups, sfr, sizes)
-    key = submission.call_key_function(groups)(data)
+    key = kernel_runner.call_key_function(groups)(data)
     assert key == (*map(id, chain(*abc, *sfr)), *sizes)
-    assert submission.GroupedGemmRunner.call_key(data) == key
+    assert kernel_runner.GroupedGemmRunner.call_key(data) == key
     # another group count, or a group of another arity, is not this function's key
     for other in ((abc + abc[:1], None, sfr + sfr[:1], sizes + sizes[:1]),
                   (abc[:-1] + [abc[-1][:2]], None, sfr, sizes),
                   (abc, None, sfr[:-1] + [(*sfr[-1], object())], sizes),
                   (abc, None, sfr, sizes[:-1])):
         with pytest.raises(ValueError):
-            submission.call_key_function(groups)(other)
+            kernel_runner.call_key_function(groups)(other)
     # sizes as lists build a key that does not hash: the call takes the validated path
     listed = (abc, None, sfr, [list(s) for s in sizes])
-    assert submission.GroupedGemmRunner.call_key(listed) is None
+    assert kernel_runner.GroupedGemmRunner.call_key(listed) is None
 
 
 class _FakeExecutor:
@@ -406,56 +419,57 @@ class _FakeExecutor:
 def test_direct_launcher_keeps_its_own_packed_array_and_reports_errors():
     fn = type("Fn", (), {})()
     fn._default_executor = _FakeExecutor()
-    launch = submission.direct_launcher(fn, [11, 22, 33])
+    launch = binding.direct_launcher(fn, [11, 22, 33])
     fn._default_executor._get_invoke_packed_args([44, 55, 66])  # another binding reuses the DSL's array
     launch()
     assert fn._default_executor.calls == [[11, 22, 33]]
     fn._default_executor.cuda_result.value = 700
-    with pytest.raises(submission.KernelLaunchError, match="CUDA error 700") as error:
+    with pytest.raises(binding.KernelLaunchError, match="CUDA error 700") as error:
         launch()
     assert error.value.code == 700 and error.value.sticky
 
 
 def test_direct_launcher_declines_an_unknown_executor_layout():
     fn = type("Fn", (), {"_default_executor": object()})()
-    assert submission.direct_launcher(fn, [1]) is None
-    assert submission.direct_launcher(object(), [1]) is None
+    assert binding.direct_launcher(fn, [1]) is None
+    assert binding.direct_launcher(object(), [1]) is None
 
 
 def test_config_choice_runs_once_per_problem_sizes(stub):
     """The choice can model the whole schedule (milliseconds): new pointers with the same
     sizes (the leaderboard's 15 inputs of a shape) reuse it; other sizes choose again."""
     for seed in (1, 2, 3):
-        submission.custom_kernel(stub.register(_data(seed)))
+        dispatch.custom_kernel(stub.register(_data(seed)))
     assert stub.choices == 1 and stub.inits == 3
-    submission.custom_kernel(stub.register(_data(4, m=(64,), n=(256,), k=(256,))))
+    dispatch.custom_kernel(stub.register(_data(4, m=(64,), n=(256,), k=(256,))))
     assert stub.choices == 2 and len(stub.runner.plans) == 2
 
 
 def _checking(stub, monkeypatch):
     """The stub runner with the self-check on; counts the exact path's runs into scratch."""
     stub.runner.self_check = True
-    exact = submission.run_torch_exact
+    exact = torch_paths.run_torch_exact
     runs = []
 
     def counted(data, problem, out=None):
         runs.append(out is not None)
         return exact(data, problem, out)
 
-    monkeypatch.setattr(submission, "run_torch_exact", counted)
+    monkeypatch.setattr(kernel_runner, "run_torch_exact", counted)  # the self-check's reference
+    monkeypatch.setattr(torch_paths, "run_torch_exact", counted)  # the fallback's path
     return runs
 
 
 def test_self_check_runs_once_per_config_and_sizes(stub, monkeypatch):
     runs = _checking(stub, monkeypatch)
     first = stub.register(_data(21))
-    submission.custom_kernel(first)
-    submission.custom_kernel(first)  # the cached launch: no check
+    dispatch.custom_kernel(first)
+    dispatch.custom_kernel(first)  # the cached launch: no check
     other = stub.register(_data(22))  # new pointers, same sizes: no check
-    out = submission.custom_kernel(other)
+    out = dispatch.custom_kernel(other)
     assert runs == [True] and stub.launches == 3
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(other)))
-    submission.custom_kernel(stub.register(_data(23, m=(64, 129))))  # new sizes: checked
+    dispatch.custom_kernel(stub.register(_data(23, m=(64, 129))))  # new sizes: checked
     assert runs == [True, True]
     assert len(stub.runner.checked) == 2 and not stub.runner.rejected
 
@@ -463,11 +477,11 @@ def test_self_check_runs_once_per_config_and_sizes(stub, monkeypatch):
 def _twice_with_warnings(data):
     """Two custom_kernel calls on data (warnings reset first): a copy of the first call's
     outputs, the second call's, and every warning message of both."""
-    submission._warned.clear()
+    common._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        first = [c.clone() for c in submission.custom_kernel(data)]
-        second = submission.custom_kernel(data)
+        first = [c.clone() for c in dispatch.custom_kernel(data)]
+        second = dispatch.custom_kernel(data)
     return first, second, [str(w.message) for w in caught]
 
 
@@ -492,48 +506,48 @@ def test_self_check_off_lets_a_wrong_kernel_through(stub, monkeypatch):
     """The check is what catches it: with it off the stub's corruption reaches the output."""
     stub.corrupt = (0, 5, 7)
     data = stub.register(_data(25))
-    out = submission.custom_kernel(data)
+    out = dispatch.custom_kernel(data)
     assert not torch.equal(out[0], _expected(data)[0])
 
 
 def test_first_mismatch_follows_the_leaderboard_tolerance():
     want = torch.tensor([[1.0, -2.0], [float("nan"), float("inf")]], dtype=torch.float16)
-    assert submission.first_mismatch([want.clone()], [want]) is None
+    assert torch_paths.first_mismatch([want.clone()], [want]) is None
     close = want.clone()
     close[0, 0] = 1.0019  # atol 1e-3 + rtol 1e-3 * 1 = 2e-3
-    assert submission.first_mismatch([close], [want]) is None
+    assert torch_paths.first_mismatch([close], [want]) is None
     for i, v in (((0, 1), -2.01), ((1, 0), 0.0), ((1, 1), 65504.0)):
         off = want.clone()
         off[i] = v
-        msg = submission.first_mismatch([torch.empty(0), off], [torch.empty(0), want])
+        msg = torch_paths.first_mismatch([torch.empty(0), off], [torch.empty(0), want])
         assert msg is not None and msg.startswith("group 1: 1 of 4") and str(i) in msg
 
 
 @pytest.mark.parametrize("value,expected", [(None, None), ("", None), ("auto", None), ("1", True), ("0", False)])
 def test_self_check_env(monkeypatch, value, expected):
     if value is None:
-        monkeypatch.delenv(submission.SELF_CHECK_ENV, raising=False)
+        monkeypatch.delenv(common.SELF_CHECK_ENV, raising=False)
     else:
-        monkeypatch.setenv(submission.SELF_CHECK_ENV, value)
-    assert submission.requested_self_check() is expected
+        monkeypatch.setenv(common.SELF_CHECK_ENV, value)
+    assert dispatch.requested_self_check() is expected
 
 
 def test_self_check_env_rejects_other_values(monkeypatch):
-    monkeypatch.setenv(submission.SELF_CHECK_ENV, "yes")
+    monkeypatch.setenv(common.SELF_CHECK_ENV, "yes")
     with pytest.raises(ValueError, match="NVFP4_GEMM_SELF_CHECK"):
-        submission.requested_self_check()
+        dispatch.requested_self_check()
 
 
 def test_only_the_unrun_blackwell_kernel_checks_itself_by_default():
-    assert submission.sm100_backend().self_check and not submission.sm90_backend().self_check
-    assert GroupedGemmRunner(submission.sm100_backend(), 148).self_check
-    assert not GroupedGemmRunner(submission.sm100_backend(), 148, self_check=False).self_check
+    assert sm100.sm100_backend().self_check and not sm90.sm90_backend().self_check
+    assert GroupedGemmRunner(sm100.sm100_backend(), 148).self_check
+    assert not GroupedGemmRunner(sm100.sm100_backend(), 148, self_check=False).self_check
 
 
 def test_a_kernel_that_needs_aligned_c_declines_an_unaligned_c(stub, monkeypatch):
     """The Blackwell kernel stores C by TMA only: an unaligned C goes to the fallback, and
     the warning names the group."""
-    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, needs_aligned_c=True))
+    monkeypatch.setattr(stub.runner, "backend", dataclasses.replace(stub.runner.backend, needs_aligned_c=True))
     data = _data(26)
     c = data[0][1][2]
     flat = torch.zeros(c.numel() + 1, dtype=c.dtype)
@@ -553,10 +567,10 @@ def test_unaligned_operand_falls_back_naming_it(stub):
 
 def _assert_one_fallback(stub, data, reason):
     """The call never launches the kernel, warns once with `reason`, and is still right."""
-    submission._warned.clear()
+    common._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = submission.custom_kernel(data)
+        out = dispatch.custom_kernel(data)
     assert len(caught) == 1 and reason in str(caught[0].message), [str(w.message) for w in caught]
     assert stub.launches == 0
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
@@ -565,8 +579,8 @@ def _assert_one_fallback(stub, data, reason):
 def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(stub, monkeypatch):
     """On sm100 a config retired by the self-check sends later calls to torch._scaled_mm
     (the fallback that path has), not to the kernel again."""
-    monkeypatch.setattr(submission, "select_path", lambda device: "sm100")
-    monkeypatch.setitem(submission._BACKENDS, "sm100", stub.backend)
+    monkeypatch.setattr(dispatch, "select_path", lambda device: "sm100")
+    monkeypatch.setitem(dispatch._BACKENDS, "sm100", stub.backend)
     stub.runner.self_check = True
     stub.corrupt = (0, 0, 0)
     cublas = []
@@ -575,7 +589,7 @@ def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(st
         cublas.append(1)
         return _EXACT(data, problem)
 
-    monkeypatch.setattr(submission, "run_scaled_mm", scaled_mm)
+    monkeypatch.setattr(dispatch, "run_scaled_mm", scaled_mm)
     data = stub.register(_data(28))
     first, second, messages = _twice_with_warnings(data)
     assert stub.launches == 1 and cublas == [1]
@@ -591,14 +605,14 @@ def _only(cache):
 
 def _small_runner(stub, monkeypatch, **kw):
     runner = GroupedGemmRunner(stub.backend(), num_sms=132, maxsize=2, **kw)
-    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    monkeypatch.setattr(dispatch, "get_runner", lambda device, path: runner)
     return runner
 
 
 def _churn(stub, seeds):
     """Calls of other sizes, enough to push everything else out of a maxsize-2 runner."""
     for seed in seeds:
-        submission.custom_kernel(stub.register(_data(seed, m=(seed % 50 + 1,), n=(128,), k=(256,))))
+        dispatch.custom_kernel(stub.register(_data(seed, m=(seed % 50 + 1,), n=(128,), k=(256,))))
 
 
 def test_a_live_table_keeps_its_schedule_when_the_schedules_cache_evicts_it(stub, monkeypatch):
@@ -606,22 +620,22 @@ def test_a_live_table_keeps_its_schedule_when_the_schedules_cache_evicts_it(stub
     cache must not free it while a call entry still launches the table."""
     runner = _small_runner(stub, monkeypatch)
     data = stub.register(_data(20, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(data)
+    dispatch.custom_kernel(data)
     schedule = weakref.ref(_only(runner.schedules).tables["schedule"])
     for seed in range(100, 104):  # the fast path between them keeps the call entry the newest
         _churn(stub, [seed])
-        submission.custom_kernel(data)
+        dispatch.custom_kernel(data)
     gc.collect()
     assert all(s.tables["schedule"] is not schedule() for s in runner.schedules._data.values())
     assert schedule() is not None
     assert stub.inits == 5  # data's table was never rebuilt
-    out = submission.custom_kernel(data)
+    out = dispatch.custom_kernel(data)
     assert torch.equal(out[0], _expected(data)[0])
 
 
 def test_bind_launch_binds_once_then_launches_the_bound_arguments():
     log = []
-    launch = submission.bind_launch(lambda *args: log.append(args), (1, 2))
+    launch = binding.bind_launch(lambda *args: log.append(args), (1, 2))
     launch()
     launch()
     assert log == [(1, 2), (1, 2)]
@@ -641,12 +655,12 @@ def test_a_first_launch_error_carries_its_code_and_stickiness(code, sticky):
     def fail(*args):
         raise _DslCudaError(code)
 
-    launch = submission.bind_launch(fail, (1,))
-    with pytest.raises(submission.KernelLaunchError) as error:
+    launch = binding.bind_launch(fail, (1,))
+    with pytest.raises(binding.KernelLaunchError) as error:
         launch()
     assert error.value.code == code and error.value.sticky is sticky
-    assert submission.is_sticky_error(error.value) is sticky
-    assert submission.cuda_error_code(_DslCudaError(code)) == code
+    assert dispatch.is_sticky_error(error.value) is sticky
+    assert binding.cuda_error_code(_DslCudaError(code)) == code
 
 
 def _launch_failing_with(stub, monkeypatch, code):
@@ -661,21 +675,21 @@ def _launch_failing_with(stub, monkeypatch, code):
 
             def launch():
                 stub.launches += 1
-                raise submission.KernelLaunchError(code, "stub")
+                raise binding.KernelLaunchError(code, "stub")
 
             return launch
 
         return CompiledKernels(kernels.init, prepare)
 
-    monkeypatch.setattr(stub.runner, "backend", submission.dataclasses.replace(stub.runner.backend, compile=compile_failing))
+    monkeypatch.setattr(stub.runner, "backend", dataclasses.replace(stub.runner.backend, compile=compile_failing))
 
 
 def test_a_launch_refused_with_the_context_usable_falls_back_to_scaled_mm_once(stub, monkeypatch):
     """On sm100 a launch that fails without faulting (here CUDA error 912, a cluster shape
     that cannot be scheduled) warns once and hands the call, and later ones, to
     torch._scaled_mm; the config is not launched again."""
-    monkeypatch.setattr(submission, "select_path", lambda device: "sm100")
-    monkeypatch.setitem(submission._BACKENDS, "sm100", stub.backend)
+    monkeypatch.setattr(dispatch, "select_path", lambda device: "sm100")
+    monkeypatch.setitem(dispatch._BACKENDS, "sm100", stub.backend)
     _launch_failing_with(stub, monkeypatch, 912)
     cublas = []
 
@@ -683,7 +697,7 @@ def test_a_launch_refused_with_the_context_usable_falls_back_to_scaled_mm_once(s
         cublas.append(1)
         return _EXACT(data, problem)
 
-    monkeypatch.setattr(submission, "run_scaled_mm", scaled_mm)
+    monkeypatch.setattr(dispatch, "run_scaled_mm", scaled_mm)
     data = stub.register(_data(29))
     first, second, messages = _twice_with_warnings(data)
     assert stub.launches == 1 and cublas == [1, 1]
@@ -695,8 +709,8 @@ def test_a_launch_refused_with_the_context_usable_falls_back_to_scaled_mm_once(s
 def test_a_sticky_launch_error_propagates(stub, monkeypatch):
     """An illegal address (700) leaves the context unusable: no fallback can run on it."""
     _launch_failing_with(stub, monkeypatch, 700)
-    with pytest.raises(submission.KernelLaunchError, match="CUDA error 700"):
-        submission.custom_kernel(stub.register(_data(32)))
+    with pytest.raises(binding.KernelLaunchError, match="CUDA error 700"):
+        dispatch.custom_kernel(stub.register(_data(32)))
 
 
 def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(stub, monkeypatch):
@@ -718,7 +732,7 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current[0], raising=False)
     monkeypatch.setattr(torch.cuda, "device", Guard)
     runner = GroupedGemmRunner(stub.backend(), num_sms=132, device_index=1)
-    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    monkeypatch.setattr(dispatch, "get_runner", lambda device, path: runner)
     launch_stub = stub._compile
 
     def compile_watching(config):
@@ -735,10 +749,10 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
 
         return CompiledKernels(kernels.init, prepare)
 
-    monkeypatch.setattr(runner, "backend", submission.dataclasses.replace(runner.backend, compile=compile_watching))
+    monkeypatch.setattr(runner, "backend", dataclasses.replace(runner.backend, compile=compile_watching))
     data = stub.register(_data(40, m=(64,), n=(128,), k=(256,)))
-    submission.custom_kernel(data)  # slow path
-    out = submission.custom_kernel(data)  # fast path
+    dispatch.custom_kernel(data)  # slow path
+    out = dispatch.custom_kernel(data)  # fast path
     assert seen == [1, 1] and current[0] == 0
     assert torch.equal(out[0], _expected(data)[0])
 
@@ -758,10 +772,10 @@ def test_a_process_that_sees_one_device_never_asks_for_the_current_one(monkeypat
                                  ([(1, 2, 3)], [], [(4, 5, 6)], [(64, 128, 256, 1)])])
 def test_a_malformed_call_after_a_kernel_call_gets_the_validation_error(stub, bad):
     """The fast paths' keys never raise on malformed data: validation reports it."""
-    submission.custom_kernel(stub.register(_data(27)))
-    assert submission.GroupedGemmRunner.layout_key(bad) is None
+    dispatch.custom_kernel(stub.register(_data(27)))
+    assert kernel_runner.GroupedGemmRunner.layout_key(bad) is None
     with pytest.raises(ValueError, match=r"data must be|group \d+: field|abc_tensors must be"):
-        submission.custom_kernel(bad)
+        dispatch.custom_kernel(bad)
 
 
 def test_many_threads_share_one_runner_through_evictions(stub, monkeypatch):
@@ -773,7 +787,7 @@ def test_many_threads_share_one_runner_through_evictions(stub, monkeypatch):
     import threading
 
     runner = GroupedGemmRunner(stub.backend(), num_sms=132, maxsize=4)
-    monkeypatch.setattr(submission, "get_runner", lambda device, path: runner)
+    monkeypatch.setattr(dispatch, "get_runner", lambda device, path: runner)
     sizes = [((40, 129), (128, 256), (256, 512)), ((64,), (128,), (256,)), ((96, 72, 8), (256, 128, 128), (256, 256, 512))]
     pool = []
     for i, (m, n, k) in enumerate(sizes * 2):
@@ -793,7 +807,7 @@ def test_many_threads_share_one_runner_through_evictions(stub, monkeypatch):
                 if rng.random() < 0.3:  # new tensor objects over the same memory
                     data = ([tuple(t[:] for t in g) for g in data[0]], data[1],
                             [tuple(t[:] for t in g) for g in data[2]], data[3])
-                out = submission.custom_kernel(data)
+                out = dispatch.custom_kernel(data)
                 if not all(torch.equal(o, e) for o, e in zip(out, expected)):
                     errors.append(f"thread {seed}: wrong result")
         except Exception as e:  # noqa: BLE001 - reported below
@@ -824,14 +838,14 @@ def test_concurrent_first_launches_bind_once(monkeypatch):
         log.append(args)
 
     calls = []
-    real_partial = submission.functools.partial
+    real_partial = functools.partial
 
     def counting_partial(*args, **kw):
         calls.append(1)
         return real_partial(*args, **kw)
 
-    monkeypatch.setattr(submission.functools, "partial", counting_partial)
-    launch = submission.bind_launch(kernel, (1, 2))
+    monkeypatch.setattr(functools, "partial", counting_partial)
+    launch = binding.bind_launch(kernel, (1, 2))
     threads = [threading.Thread(target=launch) for _ in range(4)]
     for t in threads:
         t.start()
@@ -845,19 +859,19 @@ def test_threads_that_both_find_no_runner_share_one(monkeypatch):
     import threading
     import time
 
-    monkeypatch.setattr(submission, "_runners", {})
+    monkeypatch.setattr(dispatch, "_runners", {})
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"multi_processor_count": 132}))
 
     def slow_backend():  # both threads inside the constructor's arguments at once
         time.sleep(0.05)
         return StubKernel().backend()
 
-    monkeypatch.setitem(submission._BACKENDS, "stub", slow_backend)
+    monkeypatch.setitem(dispatch._BACKENDS, "stub", slow_backend)
     device = torch.device("cuda", 0)
     got = []
-    threads = [threading.Thread(target=lambda: got.append(submission.get_runner(device, "stub"))) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: got.append(dispatch.get_runner(device, "stub"))) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(got) == 4 and all(r is got[0] for r in got) and submission._runners[(device, "stub")] is got[0]
+    assert len(got) == 4 and all(r is got[0] for r in got) and dispatch._runners[(device, "stub")] is got[0]

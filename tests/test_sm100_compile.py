@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "tools" / "sm100_compile_check.py"
 sys.path.insert(0, str(ROOT / "tests"))
-from test_sm100_host import k  # noqa: E402  (the kernel module, loaded by path)
+from nvfp4_gemm import sm100 as k  # noqa: E402
 
 DSL_PYTHONS = {
     "dsl481": str(ROOT / ".venv" / "bin" / "python"),

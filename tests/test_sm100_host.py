@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 sys.path.insert(0, str(ROOT))
-import submission as k  # noqa: E402  (the Blackwell kernel lives in submission.py)
+from nvfp4_gemm import common, kernel_runner, schedule, sm100  # noqa: E402
 
 BENCH_SHAPES = {
     "bench1": [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)],
@@ -29,11 +29,11 @@ class LegalityCase:
     reason_part: str = ""
 
 
-BASE = k.make_sm100_config(128, 128, swap_ab=False, cta_group=1)
+BASE = sm100.make_sm100_config(128, 128, swap_ab=False, cta_group=1)
 LEGALITY_CASES = [
     LegalityCase("plain_128x128", BASE, True),
-    LegalityCase("swap_2cta_128x256", k.make_sm100_config(128, 256, True, 2), True),
-    LegalityCase("plain_2cta_256x128", k.make_sm100_config(256, 128, False, 2), True),
+    LegalityCase("swap_2cta_128x256", sm100.make_sm100_config(128, 256, True, 2), True),
+    LegalityCase("plain_2cta_256x128", sm100.make_sm100_config(256, 128, False, 2), True),
     LegalityCase("one_acc_stage", replace(BASE, acc_stages=1), False, "acc_stages"),
     LegalityCase("n256_two_acc_stages_tmem", replace(BASE, tile_n=256, ab_stages=3), False, "TMEM"),
     LegalityCase("mma_m_256_needs_2cta", replace(BASE, tile_m=256, ab_stages=3), False, "MMA M"),
@@ -46,7 +46,7 @@ LEGALITY_CASES = [
 
 @pytest.mark.parametrize("case", LEGALITY_CASES, ids=lambda c: c.id)
 def test_legality(case):
-    ok, reason = k.sm100_config_is_legal(case.cfg)
+    ok, reason = sm100.sm100_config_is_legal(case.cfg)
     assert ok == case.legal, reason
     assert case.reason_part in reason
 
@@ -54,20 +54,20 @@ def test_legality(case):
 @pytest.mark.parametrize("name", sorted(BENCH_SHAPES))
 def test_table_covers_benchmarks_with_legal_configs(name):
     shapes = BENCH_SHAPES[name]
-    assert k.sm100_problem_signature(shapes) in k.SM100_CONFIG_TABLE
-    cfg = k.choose_sm100_config(shapes)
-    assert k.sm100_config_is_legal(cfg) == (True, "")
-    assert k.Sm100BlockScaledGroupedGemm.can_implement(cfg, shapes) == (True, "")
+    assert sm100.sm100_problem_signature(shapes) in sm100.SM100_CONFIG_TABLE
+    cfg = sm100.choose_sm100_config(shapes)
+    assert sm100.sm100_config_is_legal(cfg) == (True, "")
+    assert sm100.Sm100BlockScaledGroupedGemm.can_implement(cfg, shapes) == (True, "")
 
 
 def test_table_configs_are_named_so_the_compile_tests_cover_them():
-    named = set(k.SM100_NAMED_CONFIGS.values())
-    assert set(k.SM100_CONFIG_TABLE.values()) <= named
+    named = set(sm100.SM100_NAMED_CONFIGS.values())
+    assert set(sm100.SM100_CONFIG_TABLE.values()) <= named
 
 
 def test_every_named_and_table_config_is_legal():
-    for cfg in [*k.SM100_CONFIG_TABLE.values(), *k.SM100_NAMED_CONFIGS.values()]:
-        assert k.sm100_config_is_legal(cfg) == (True, ""), cfg
+    for cfg in [*sm100.SM100_CONFIG_TABLE.values(), *sm100.SM100_NAMED_CONFIGS.values()]:
+        assert sm100.sm100_config_is_legal(cfg) == (True, ""), cfg
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,14 @@ PROBLEM_CASES = [
 
 @pytest.mark.parametrize("case", PROBLEM_CASES, ids=lambda c: c.id)
 def test_can_implement(case):
-    cfg = k.choose_sm100_config(case.sizes) if case.sizes else BASE
-    ok, reason = k.Sm100BlockScaledGroupedGemm.can_implement(cfg, case.sizes)
+    cfg = sm100.choose_sm100_config(case.sizes) if case.sizes else BASE
+    ok, reason = sm100.Sm100BlockScaledGroupedGemm.can_implement(cfg, case.sizes)
     assert ok == case.ok, reason
     assert case.reason_part in reason
 
 
 def test_can_implement_rejects_illegal_config():
-    ok, reason = k.Sm100BlockScaledGroupedGemm.can_implement(
+    ok, reason = sm100.Sm100BlockScaledGroupedGemm.can_implement(
         replace(BASE, acc_stages=1), [(128, 128, 256, 1)]
     )
     assert not ok and "acc_stages" in reason
@@ -107,7 +107,7 @@ def test_can_implement_rejects_illegal_config():
 
 def test_heuristic_only_returns_legal_configs():
     for sizes in ([(1, 128, 256, 1)], [(4096, 4096, 4096, 1)], [(64, 7168, 2048, 1)] * 3):
-        assert k.sm100_config_is_legal(k.choose_sm100_config(sizes)) == (True, "")
+        assert sm100.sm100_config_is_legal(sm100.choose_sm100_config(sizes)) == (True, "")
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ TILE_CASES = [
     TileCase("plain_partial", BASE, [(1, 128, 256, 1), (129, 384, 256, 1)], [(1, 1), (2, 3)]),
     TileCase(
         "swap_2cta",
-        k.make_sm100_config(128, 256, True, 2),
+        sm100.make_sm100_config(128, 256, True, 2),
         [(80, 4096, 7168, 1), (248, 4096, 7168, 1)],
         [(1, 16), (2, 16)],
     ),
@@ -131,25 +131,25 @@ TILE_CASES = [
 
 @pytest.mark.parametrize("case", TILE_CASES, ids=lambda c: c.id)
 def test_tiles_per_group(case):
-    assert k.sm100_tiles_per_group(case.cfg, case.sizes) == case.tiles
-    assert k.sm100_num_tiles(case.cfg, case.sizes) == sum(a * b for a, b in case.tiles)
+    assert sm100.sm100_tiles_per_group(case.cfg, case.sizes) == case.tiles
+    assert sm100.sm100_num_tiles(case.cfg, case.sizes) == sum(a * b for a, b in case.tiles)
 
 
 def test_runner_schedule_uses_the_cluster_tile():
     """The shared schedule, cut with the config's tile shape, has one row per cluster tile."""
-    cfg = k.make_sm100_config(128, 256, True, 2)
+    cfg = sm100.make_sm100_config(128, 256, True, 2)
     sizes = [(80, 512, 256, 1), (248, 512, 256, 1), (1, 256, 256, 1)]
-    rows = k.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
-    assert len(rows) == len(set(rows)) == k.sm100_num_tiles(cfg, sizes)
+    rows = schedule.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
+    assert len(rows) == len(set(rows)) == sm100.sm100_num_tiles(cfg, sizes)
     assert rows[0][0] == 1 and rows[-1] == (2, 0, 0)  # the 248-row group first, M = 1 last
 
 
 def test_grid_is_persistent_and_cluster_aligned():
-    cfg2 = k.make_sm100_config(128, 256, True, 2)
-    assert k.sm100_grid_ctas(cfg2, 176, 148) == 148
-    assert k.sm100_grid_ctas(cfg2, 5, 148) == 10
-    assert k.sm100_grid_ctas(BASE, 500, 148) == 148
-    assert k.sm100_grid_ctas(BASE, 3, 148) == 3
+    cfg2 = sm100.make_sm100_config(128, 256, True, 2)
+    assert sm100.sm100_grid_ctas(cfg2, 176, 148) == 148
+    assert sm100.sm100_grid_ctas(cfg2, 5, 148) == 10
+    assert sm100.sm100_grid_ctas(BASE, 500, 148) == 148
+    assert sm100.sm100_grid_ctas(BASE, 3, 148) == 3
 
 
 def test_grid_follows_the_max_active_clusters_query_asked_once_per_cluster_and_device(monkeypatch):
@@ -161,14 +161,14 @@ def test_grid_follows_the_max_active_clusters_query_asked_once_per_cluster_and_d
         asked.append((cluster_size, device_index))
         return {1: 148, 2: 70}[cluster_size]
 
-    monkeypatch.setattr(k, "query_max_active_clusters", query)
-    monkeypatch.setattr(k, "_max_active_clusters", {})
-    cfg2 = k.make_sm100_config(128, 256, True, 2)
-    assert k.sm100_grid_ctas(cfg2, 176, 148, device_index=0) == 140
-    assert k.sm100_grid_ctas(cfg2, 5, 148, device_index=0) == 10
-    assert k.sm100_grid_ctas(k.SM100_NAMED_CONFIGS["plain_2cta_m256n128"], 500, 148, device_index=0) == 140
-    assert k.sm100_grid_ctas(BASE, 500, 148, device_index=0) == 148
-    assert k.sm100_grid_ctas(cfg2, 500, 148, device_index=1) == 140
+    monkeypatch.setattr(sm100, "query_max_active_clusters", query)
+    monkeypatch.setattr(sm100, "_max_active_clusters", {})
+    cfg2 = sm100.make_sm100_config(128, 256, True, 2)
+    assert sm100.sm100_grid_ctas(cfg2, 176, 148, device_index=0) == 140
+    assert sm100.sm100_grid_ctas(cfg2, 5, 148, device_index=0) == 10
+    assert sm100.sm100_grid_ctas(sm100.SM100_NAMED_CONFIGS["plain_2cta_m256n128"], 500, 148, device_index=0) == 140
+    assert sm100.sm100_grid_ctas(BASE, 500, 148, device_index=0) == 148
+    assert sm100.sm100_grid_ctas(cfg2, 500, 148, device_index=1) == 140
     assert asked == [(2, 0), (1, 0), (2, 1)]
 
 
@@ -176,39 +176,39 @@ def test_a_failed_max_active_clusters_query_keeps_the_sm_count_with_one_warning(
     def query(cluster_size, device_index):
         raise RuntimeError("no driver")
 
-    monkeypatch.setattr(k, "query_max_active_clusters", query)
-    monkeypatch.setattr(k, "_max_active_clusters", {})
-    k._warned.clear()
-    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    monkeypatch.setattr(sm100, "query_max_active_clusters", query)
+    monkeypatch.setattr(sm100, "_max_active_clusters", {})
+    common._warned.clear()
+    cfg2 = sm100.make_sm100_config(128, 256, True, 2)
     with pytest.warns(RuntimeWarning, match="max-active-clusters query failed.*no driver"):
-        assert k.sm100_grid_ctas(cfg2, 500, 148, device_index=0) == 148
-    assert k.sm100_grid_ctas(cfg2, 500, 148, device_index=0) == 148  # asked once
+        assert sm100.sm100_grid_ctas(cfg2, 500, 148, device_index=0) == 148
+    assert sm100.sm100_grid_ctas(cfg2, 500, 148, device_index=0) == 148  # asked once
 
 
 def test_stage_bytes_and_budget():
     # 1-CTA 128x128: A 16 KiB + B 16 KiB + SFA 2 KiB + SFB 2 KiB per stage
-    assert k.sm100_stage_bytes(BASE) == 36864
-    assert k.sm100_tma_bytes_per_stage(BASE) == 36864
-    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    assert sm100.sm100_stage_bytes(BASE) == 36864
+    assert sm100.sm100_tma_bytes_per_stage(BASE) == 36864
+    cfg2 = sm100.make_sm100_config(128, 256, True, 2)
     # per CTA: A 16 KiB + half of B 8 KiB + SFA 2 KiB + whole SFB 2 KiB; barrier counts both
-    assert k.sm100_stage_bytes(cfg2) == 28672
-    assert k.sm100_tma_bytes_per_stage(cfg2) == 2 * 28672
+    assert sm100.sm100_stage_bytes(cfg2) == 28672
+    assert sm100.sm100_tma_bytes_per_stage(cfg2) == 2 * 28672
     for cfg in (BASE, cfg2):
-        stages = k.sm100_ab_stages_for_smem(cfg)
+        stages = sm100.sm100_ab_stages_for_smem(cfg)
         assert cfg.ab_stages == stages
-        assert k.sm100_smem_bytes(cfg) <= k.SM100_SMEM_CAPACITY
-        assert k.sm100_smem_bytes(replace(cfg, ab_stages=stages + 1)) > k.SM100_SMEM_CAPACITY
+        assert sm100.sm100_smem_bytes(cfg) <= sm100.SM100_SMEM_CAPACITY
+        assert sm100.sm100_smem_bytes(replace(cfg, ab_stages=stages + 1)) > sm100.SM100_SMEM_CAPACITY
 
 
 def test_tmem_columns():
-    assert k.sm100_tmem_columns(BASE) == 2 * 128 + 16 + 16  # acc x2, SFA, SFB
-    assert k.sm100_tmem_columns(replace(BASE, tile_n=256)) > k.SM100_TMEM_COLUMNS
+    assert sm100.sm100_tmem_columns(BASE) == 2 * 128 + 16 + 16  # acc x2, SFA, SFB
+    assert sm100.sm100_tmem_columns(replace(BASE, tile_n=256)) > sm100.SM100_TMEM_COLUMNS
 
 
 def test_config_is_hashable_and_named():
-    names = {cfg.name for cfg in k.SM100_NAMED_CONFIGS.values()}
-    assert len(names) == len(k.SM100_NAMED_CONFIGS)
-    assert hash(BASE) == hash(k.make_sm100_config(128, 128, False, 1))
+    names = {cfg.name for cfg in sm100.SM100_NAMED_CONFIGS.values()}
+    assert len(names) == len(sm100.SM100_NAMED_CONFIGS)
+    assert hash(BASE) == hash(sm100.make_sm100_config(128, 128, False, 1))
 
 
 def test_no_device_query_at_import():
@@ -239,16 +239,16 @@ def test_compile_cache_key_is_the_config(monkeypatch):
 
     def fake_compile(fn, *args, **kw):
         calls.append(fn)
-        if isinstance(fn, k.Sm100BlockScaledGroupedGemm):
+        if isinstance(fn, sm100.Sm100BlockScaledGroupedGemm):
             fn.shared_storage = _Storage
         return object()
 
-    monkeypatch.setattr(k.cute, "compile", fake_compile)
-    runner = k.GroupedGemmRunner(k.sm100_backend(), num_sms=148)
-    cfg2 = k.make_sm100_config(128, 256, True, 2)
+    monkeypatch.setattr(common.cute, "compile", fake_compile)
+    runner = kernel_runner.GroupedGemmRunner(sm100.sm100_backend(), num_sms=148)
+    cfg2 = sm100.make_sm100_config(128, 256, True, 2)
 
     def get(cfg):
-        return runner.compiled.get_or_create(cfg, lambda: k.compile_sm100(cfg))
+        return runner.compiled.get_or_create(cfg, lambda: sm100.compile_sm100(cfg))
 
     a = get(BASE)
     assert get(BASE) is a
@@ -269,9 +269,9 @@ def test_tma_scale_layout_matches_the_blocked_layout(mn, kk):
     host's blocked scale layout, for every scale the MMA reads."""
     got = {}
 
-    @k.cute.jit
+    @common.cute.jit
     def trace():
-        layout = k.blockscaled_utils.tile_atom_to_shape_SF((mn, kk, 1), k.SM100_SF_VEC_SIZE)
+        layout = common.blockscaled_utils.tile_atom_to_shape_SF((mn, kk, 1), sm100.SM100_SF_VEC_SIZE)
         for r in sorted({0, 1, 31, 32, 127, mn - 1}):
             for kv in sorted({0, 15, 16, 63, 64, kk - 1}):
                 got[(r, kv)] = layout((r, kv, 0))

@@ -10,7 +10,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import submission as S  # noqa: E402
+from nvfp4_gemm import common, inputs, kernel_runner, ptx, schedule, sm90, sm90_config  # noqa: E402
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
@@ -54,26 +54,26 @@ def test_decode_is_exact_for_every_code_pair_and_scale():
 
 
 def test_k_permutation_is_a_bijection_and_matches_the_token_slots():
-    logical = sorted(S.sm90_logical_k(q, i, e) for q in range(4) for i in range(16) for e in range(2))
-    physical = sorted(S.sm90_physical_k(q, i, e) for q in range(4) for i in range(16) for e in range(2))
-    assert logical == physical == list(range(S.SM90_PACKED_K_TILE))
+    logical = sorted(sm90_config.sm90_logical_k(q, i, e) for q in range(4) for i in range(16) for e in range(2))
+    physical = sorted(sm90_config.sm90_physical_k(q, i, e) for q in range(4) for i in range(16) for e in range(2))
+    assert logical == physical == list(range(sm90_config.SM90_PACKED_K_TILE))
     for q in range(4):
         for i in range(16):
-            half, chunk = S.sm90_token_slot(i)
+            half, chunk = sm90_config.sm90_token_slot(i)
             for e in range(2):
-                c = S.sm90_logical_k(q, i, e)
-                assert (c // S.SM90_DECODE_K, (c % S.SM90_DECODE_K) // 8, c % 8) == (half, chunk, 2 * q + e)
+                c = sm90_config.sm90_logical_k(q, i, e)
+                assert (c // sm90_config.SM90_DECODE_K, (c % sm90_config.SM90_DECODE_K) // 8, c % 8) == (half, chunk, 2 * q + e)
     # each chunk's 16-element scale blocks: words 0-1 and 2-3 of chunk q are K blocks 2q, 2q+1
     for q in range(4):
         for i in range(16):
-            assert S.sm90_physical_k(q, i, 0) // 16 == 2 * q + (i // 8)
+            assert sm90_config.sm90_physical_k(q, i, 0) // 16 == 2 * q + (i // 8)
 
 
 def test_permuted_dot_product_equals_the_plain_one():
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(128, generator=g, dtype=torch.float64), torch.randn(128, generator=g, dtype=torch.float64)
-    perm = [S.sm90_physical_k(q, i, e) for q in range(4) for i in range(16) for e in range(2)]
-    order = sorted(range(128), key=lambda j: S.sm90_logical_k(j // 32, (j % 32) // 2, j % 2))
+    perm = [sm90_config.sm90_physical_k(q, i, e) for q in range(4) for i in range(16) for e in range(2)]
+    order = sorted(range(128), key=lambda j: sm90_config.sm90_logical_k(j // 32, (j % 32) // 2, j % 2))
     pa, pb = a[[perm[j] for j in order]], b[[perm[j] for j in order]]
     assert torch.allclose((pa * pb).sum(), (a * b).sum(), rtol=0, atol=1e-12)
 
@@ -82,20 +82,20 @@ def test_sw64_spreads_a_quarter_warp_over_eight_bank_groups():
     # decode WG: 8 consecutive rows, one chunk column; consumers: 2 rows x 4 chunks
     for chunk in range(4):
         for r0 in range(0, 64, 8):
-            groups = {(S.sw64(r, chunk) % 128) // 16 for r in range(r0, r0 + 8)}
+            groups = {(sm90.sw64(r, chunk) % 128) // 16 for r in range(r0, r0 + 8)}
             assert len(groups) == 8
     for r0 in range(0, 64, 2):
-        groups = {(S.sw64(r, q) % 128) // 16 for r in (r0, r0 + 1) for q in range(4)}
+        groups = {(sm90.sw64(r, q) % 128) // 16 for r in (r0, r0 + 1) for q in range(4)}
         assert len(groups) == 8
 
 
 def test_launch_registers():
     # ptxas budgets whole warpgroups: 13 warps -> 4 WGs (128), 17 warps -> 5 WGs (96)
-    assert S.sm90_launch_registers(416) == 128
-    assert S.sm90_launch_registers(544) == 96
-    assert S.sm90_launch_registers(S.Sm90Config(tile_n=128).threads) == 168
-    assert S.sm90_launch_registers(S.Sm90Config(tile_n=192).threads) == 128
-    assert S.sm90_launch_registers(128) == 255 // 8 * 8
+    assert sm90_config.sm90_launch_registers(416) == 128
+    assert sm90_config.sm90_launch_registers(544) == 96
+    assert sm90_config.sm90_launch_registers(sm90_config.Sm90Config(tile_n=128).threads) == 168
+    assert sm90_config.sm90_launch_registers(sm90_config.Sm90Config(tile_n=192).threads) == 128
+    assert sm90_config.sm90_launch_registers(128) == 255 // 8 * 8
 
 
 @pytest.mark.parametrize("tile_n, split", [(128, (232, 40)), (192, (160, 32)), (256, (232, 40))])
@@ -104,19 +104,19 @@ def test_register_split_fits_the_ctas_pool(tile_n, split):
     larger request hung the H200 once): the consumers' and the producer warpgroup's counts
     must fit the pool of the launch (384 threads, or 512 with three consumer WGs), in
     setmaxnreg's steps of 8."""
-    cfg = S.make_sm90_config(tile_n)
-    consumer, producer = S.sm90_register_split(cfg)
+    cfg = sm90_config.make_sm90_config(tile_n)
+    consumer, producer = sm90_config.sm90_register_split(cfg)
     assert (consumer, producer) == split
-    pool = cfg.threads * S.sm90_launch_registers(cfg.threads)
+    pool = cfg.threads * sm90_config.sm90_launch_registers(cfg.threads)
     assert cfg.consumer_threads * consumer + 128 * producer <= pool
     assert consumer % 8 == 0 and producer % 8 == 0 and consumer <= 255 and producer >= 24
-    assert S.sm90_consumer_registers(cfg) <= consumer
+    assert sm90_config.sm90_consumer_registers(cfg) <= consumer
 
 
 def test_consumer_registers_decide_legality(monkeypatch):
-    assert S.sm90_config_is_legal(S.Sm90Config())
-    monkeypatch.setattr(S, "sm90_consumer_registers", lambda cfg: S.sm90_register_split(cfg)[0] + 8)
-    assert not S.sm90_config_is_legal(S.Sm90Config())
+    assert sm90_config.sm90_config_is_legal(sm90_config.Sm90Config())
+    monkeypatch.setattr(sm90_config, "sm90_consumer_registers", lambda cfg: sm90_config.sm90_register_split(cfg)[0] + 8)
+    assert not sm90_config.sm90_config_is_legal(sm90_config.Sm90Config())
 
 
 def sw128_offset(tok: int, wrow: int) -> int:
@@ -128,7 +128,7 @@ def sw128_offset(tok: int, wrow: int) -> int:
 def test_c_box_offset_is_the_tma_swizzle():
     for tok in range(128):
         for wrow in range(64):
-            assert S.sm90_c_box_offset(tok, wrow) == sw128_offset(tok, wrow)
+            assert sm90_config.sm90_c_box_offset(tok, wrow) == sw128_offset(tok, wrow)
 
 
 @pytest.mark.parametrize("tokens", [128, 64])
@@ -147,7 +147,7 @@ def test_c_staging_puts_every_accumulator_where_the_tma_store_reads_it(tokens):
                 for e in range(2):
                     wrow, tok = 16 * warp + lane // 4 + 8 * h, 8 * j + 2 * (lane % 4) + e
                     src = 32 * (t // 32) + 8 * k + 2 * (lane % 4) + e  # lane giving that row address
-                    off = S.sm90_c_stage_offset(src, p) + 2 * (lane // 4)
+                    off = sm90_config.sm90_c_stage_offset(src, p) + 2 * (lane // 4)
                     assert off not in box
                     box[off] = (tok, wrow)
     assert len(box) == tokens * 64
@@ -159,7 +159,7 @@ def test_c_staging_stmatrix_rows_are_bank_conflict_free():
     """Each matrix's 8 row addresses (8 lanes) hit 8 distinct 16-byte bank groups."""
     for p in range(8):
         for t0 in range(0, 128, 8):
-            groups = {(S.sm90_c_stage_offset(t, p) // 16) % 8 for t in range(t0, t0 + 8)}
+            groups = {(sm90_config.sm90_c_stage_offset(t, p) // 16) % 8 for t in range(t0, t0 + 8)}
             assert len(groups) == 8
 
 
@@ -172,10 +172,10 @@ def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decode
     (the whole warp for the 4-byte ones) hits 32 distinct banks under SW64, and each 8-lane
     phase of the 16-byte stores 8 distinct 16-byte bank groups under SW128."""
     for rows in widths:
-        split, wpt = S.sm90_token_split(rows, decoders)
+        split, wpt = sm90_config.sm90_token_split(rows, decoders)
         assert split * wpt == 4
         seen = []
-        lanes = [S.sm90_token_lane(t, rows, decoders) for t in range(decoders)]
+        lanes = [sm90_config.sm90_token_lane(t, rows, decoders) for t in range(decoders)]
         for t, (row, group) in enumerate(lanes):
             # the kernel's `live`: a warp decodes only if its first row is a tile row
             if (t // 32) * (32 // split) < rows:
@@ -188,7 +188,7 @@ def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decode
                 for ph in range(32 // n):
                     banks = []
                     for r, g in w[n * ph: n * ph + n]:
-                        start = (S.sw64(r, q) + 4 * wpt * g) // 4
+                        start = (sm90.sw64(r, q) + 4 * wpt * g) // 4
                         banks += [(start + i) % 32 for i in range(wpt)]
                     assert len(set(banks)) == 32, (rows, warp, q, ph)
             for i in range(wpt):
@@ -221,9 +221,9 @@ def test_token_scale_selector_picks_each_words_k_block():
     2q + w // 2). The atom's word holds K-blocks 4a .. 4a + 3 in bytes 0 .. 3."""
     word = 0x44332211  # K-block 4a + i scale = byte i = 0x11 (i + 1)
     for rows in (128, 96, 64, 32):
-        split, wpt = S.sm90_token_split(rows)
+        split, wpt = sm90_config.sm90_token_split(rows)
         for g in range(split):
-            picked = _prmt(word, 0, S.sm90_token_scale_selector(g, wpt))
+            picked = _prmt(word, 0, sm90_config.sm90_token_scale_selector(g, wpt))
             for q in range(4):
                 half = (picked >> 16 * (q % 2)) & 0xFFFF
                 for w in range(wpt * g, wpt * g + wpt):
@@ -235,13 +235,13 @@ def test_fragment_index_matches_the_wgmma_register_order():
     """sm90_fragment_index(h, slot, block, step) is CuTe's ((1, 2, 2), blocks, 2) u32 layout:
     a bijection onto 0 .. 8 * blocks - 1 (probed from make_fragment_A on the DSL)."""
     for blocks in (1, 2):
-        idx = [S.sm90_fragment_index(h, sl, b, st, blocks)
+        idx = [sm90_config.sm90_fragment_index(h, sl, b, st, blocks)
                for h in range(2) for sl in range(2) for b in range(blocks) for st in range(2)]
         assert sorted(idx) == list(range(8 * blocks))
-    assert S.sm90_fragment_index(1, 0, 0, 0, 2) == 1  # row r0 + 8
-    assert S.sm90_fragment_index(0, 1, 0, 0, 2) == 2  # k = 2q + 8
-    assert S.sm90_fragment_index(0, 0, 1, 0, 2) == 4  # block 1 (rows + 128)
-    assert S.sm90_fragment_index(0, 0, 0, 1, 2) == 8  # the quarter's second k16-step
+    assert sm90_config.sm90_fragment_index(1, 0, 0, 0, 2) == 1  # row r0 + 8
+    assert sm90_config.sm90_fragment_index(0, 1, 0, 0, 2) == 2  # k = 2q + 8
+    assert sm90_config.sm90_fragment_index(0, 0, 1, 0, 2) == 4  # block 1 (rows + 128)
+    assert sm90_config.sm90_fragment_index(0, 0, 0, 1, 2) == 8  # the quarter's second k16-step
 
 
 def test_token_store_slots_match_sm90_token_slot():
@@ -250,31 +250,31 @@ def test_token_store_slots_match_sm90_token_slot():
     for trow in range(8):
         for w in range(4):
             for tt in range(4):
-                half, chunk = S.sm90_token_slot(4 * w + tt)
+                half, chunk = sm90_config.sm90_token_slot(4 * w + tt)
                 assert half == w // 2
                 assert ((trow % 8) ^ (4 * (w % 2)) ^ tt) == ((trow % 8) ^ chunk)
 
 
-@pytest.mark.parametrize("tile_n", S.SM90_TILE_NS)
+@pytest.mark.parametrize("tile_n", sm90_config.SM90_TILE_NS)
 def test_weight_rows_share_one_swizzle_and_scale_base(tile_n):
     """weight_share's single offsets: rows block_rows b + r0 + 8 h of a thread have r0's
     swizzle and r0's scale-word position plus 1024 b + 128 h, for every consumer thread and
     both tile parities (a 192-row tile starts 64 rows into its first scale atom when odd);
     every row and chunk of the tile is some thread's, and within the slab's atoms."""
-    cfg = S.make_sm90_config(tile_n)
+    cfg = sm90_config.make_sm90_config(tile_n)
     block_rows = 64 * cfg.consumer_wgs
     for tn in (0, 1, 5):
         off = (tn * tile_n) % 128
         rows = set()
         for tidx in range(cfg.consumer_threads):
-            r0, q = S.sm90_weight_lane(tidx)
-            sf0 = S.sm90_scale_word_offset(r0 + off, q)
+            r0, q = sm90_config.sm90_weight_lane(tidx)
+            sf0 = sm90_config.sm90_scale_word_offset(r0 + off, q)
             for b in range(cfg.blocks):
                 for h in range(2):
                     r = block_rows * b + r0 + 8 * h
                     rows.add((r, q))
-                    assert S.sw64(r, q) == S.sw64(r0, q) + 64 * (block_rows * b + 8 * h)
-                    assert S.sm90_scale_word_offset(r + off, q) == sf0 + 1024 * b + 128 * h
+                    assert sm90.sw64(r, q) == sm90.sw64(r0, q) + 64 * (block_rows * b + 8 * h)
+                    assert sm90_config.sm90_scale_word_offset(r + off, q) == sf0 + 1024 * b + 128 * h
                     assert r + off < 128 * cfg.sf_blocks
         assert rows == {(r, q) for r in range(tile_n) for q in range(4)}
 
@@ -282,10 +282,10 @@ def test_weight_rows_share_one_swizzle_and_scale_base(tile_n):
 def test_scale_selectors_pick_the_chunk_blocks():
     """prmt selectors: a chunk q takes bytes 2 (q % 2), 2 (q % 2) + 1 of its K-atom's word,
     each twice, so that each 16-bit half is one K-block's scale twice."""
-    assert S.SM90_ACC_SCALE == 2.0**12  # both operands decode 2^-6 below their value
+    assert ptx.SM90_ACC_SCALE == 2.0**12  # both operands decode 2^-6 below their value
     word = 0x44332211
     for q in range(4):
-        sel = S.sm90_scale_selector(0, 1) + 0x2222 * (q % 2)
+        sel = sm90_config.sm90_scale_selector(0, 1) + 0x2222 * (q % 2)
         picked = [(word >> (8 * ((sel >> (4 * i)) & 0xF))) & 0xFF for i in range(4)]
         b0, b1 = (word >> (16 * (q % 2))) & 0xFF, (word >> (16 * (q % 2) + 8)) & 0xFF
         assert picked == [b0, b0, b1, b1]
@@ -320,10 +320,10 @@ def test_scale_selectors_pick_the_chunk_blocks():
     ],
 )
 def test_legality(kw, legal):
-    cfg = S.Sm90Config(**kw)
-    assert S.sm90_config_is_legal(cfg) is legal
+    cfg = sm90_config.Sm90Config(**kw)
+    assert sm90_config.sm90_config_is_legal(cfg) is legal
     if legal:
-        assert S.sm90_smem_bytes(cfg) <= S.SM90_SMEM_CAPACITY
+        assert sm90_config.sm90_smem_bytes(cfg) <= sm90_config.SM90_SMEM_CAPACITY
         assert cfg.blocks * cfg.consumer_wgs * 64 == cfg.tile_n
         # every decoder thread takes whole words: 4 words per chunk row of each token row
         assert 4 * cfg.tile_m % cfg.decoder_threads == 0
@@ -333,12 +333,12 @@ def test_makespan_model_follows_the_round_robin():
     """Row i of the two-phase schedule runs on CTA i % grid: with one group of 3 weight
     tiles x (one full + one small token tile) on 2 CTAs, CTA 0 gets rows 0, 2, 4."""
     sizes = [(130, 384, 256, 1)]  # token tiles of 128 and 2 rows; 3 weight tiles of 128
-    cfg = S.Sm90Config(tile_n=128)
-    full = 2 * S.SM90_KTILE_US[(128, 128)] + S.SM90_TILE_US[128]
-    small = 2 * S.SM90_KTILE_US[(128, 64)] + S.SM90_TILE_US[128]
+    cfg = sm90_config.Sm90Config(tile_n=128)
+    full = 2 * sm90_config.SM90_KTILE_US[(128, 128)] + sm90_config.SM90_TILE_US[128]
+    small = 2 * sm90_config.SM90_KTILE_US[(128, 64)] + sm90_config.SM90_TILE_US[128]
     # rows: 3 full tiles then 3 small ones; CTA 0: full, full, small; CTA 1: full, small, small
-    assert S.sm90_makespan_us(sizes, cfg, 2) == pytest.approx(max(2 * full + small, full + 2 * small))
-    assert S.sm90_makespan_us(sizes, cfg, 132) == pytest.approx(full)  # one tile per CTA
+    assert sm90_config.sm90_makespan_us(sizes, cfg, 2) == pytest.approx(max(2 * full + small, full + 2 * small))
+    assert sm90_config.sm90_makespan_us(sizes, cfg, 132) == pytest.approx(full)  # one tile per CTA
 
 
 @pytest.mark.parametrize(
@@ -359,9 +359,9 @@ def test_config_choice_on_the_benchmarks(case, tile_n, split_k, narrow):
 
     args = task_cases("benchmarks")[case].args()
     sizes = [(m, n, k, 1) for m, n, k in zip(args["m"], args["n"], args["k"])]
-    cfg = S.choose_sm90_config(sizes, 132)
+    cfg = sm90_config.choose_sm90_config(sizes, 132)
     assert (cfg.tile_n, cfg.split_k, cfg.narrow) == (tile_n, split_k, narrow)
-    assert S.sm90_config_is_legal(S.choose_sm90_config(sizes, 132))
+    assert sm90_config.sm90_config_is_legal(sm90_config.choose_sm90_config(sizes, 132))
 
 
 def test_trace_tool_instruments_this_submission():
@@ -483,29 +483,29 @@ def test_trace_gap_table_orders_points_by_time():
 def test_config_choice_on_one_wave_shapes(m, n, k, tile_n, split_k):
     """Measured on the H200 (notes/measurements.md, eleventh session, two rounds)."""
     sizes = [(mm, n, k, 1) for mm in m]
-    cfg = S.choose_sm90_config(sizes, 132)
+    cfg = sm90_config.choose_sm90_config(sizes, 132)
     assert (cfg.tile_n, cfg.split_k) == (tile_n, split_k)
 
 
 def test_split_at_128_only_for_one_wave_problems_and_by_balanced_units():
     one = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]  # 120 tiles
     many = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]  # 352 tiles
-    cfg = S.make_sm90_config(128, split_k=True)
-    assert S.sm90_offers_split(one, cfg, 132) and not S.sm90_offers_split(one, cfg, 119)
-    assert not S.sm90_offers_split(many, cfg, 132)
-    assert S.sm90_offers_split(many, S.make_sm90_config(256, split_k=True), 132)
-    ws = S.sm90_work_schedule(one, cfg, 132)
+    cfg = sm90_config.make_sm90_config(128, split_k=True)
+    assert sm90_config.sm90_offers_split(one, cfg, 132) and not sm90_config.sm90_offers_split(one, cfg, 119)
+    assert not sm90_config.sm90_offers_split(many, cfg, 132)
+    assert sm90_config.sm90_offers_split(many, sm90_config.make_sm90_config(256, split_k=True), 132)
+    ws = sm90_config.sm90_work_schedule(one, cfg, 132)
     # balanced_units: each of the 72 full tiles split once, the narrow ones whole
     assert ws.num_slots == 72 and len(ws.ctas) <= 132
-    rows = S.build_tile_schedule(one, 128, 128)
-    rows, phase_sizes = S.split_tiles_by_width(rows, one, cfg.widths)
-    assert ws == S.balanced_units(rows, phase_sizes, [32, 32], 132,
-                                  [S.SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
-                                  S.SM90_BALANCE_UNIT_US, S.SM90_BALANCE_FIXUP_US)
+    rows = schedule.build_tile_schedule(one, 128, 128)
+    rows, phase_sizes = schedule.split_tiles_by_width(rows, one, cfg.widths)
+    assert ws == schedule.balanced_units(rows, phase_sizes, [32, 32], 132,
+                                  [sm90_config.SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
+                                  sm90_config.SM90_BALANCE_UNIT_US, sm90_config.SM90_BALANCE_FIXUP_US)
     # many waves at 128 (a test or a forced config): K-range pieces as before
-    assert S.sm90_work_schedule(many, cfg, 132) == S.k_range_units(
-        *S.split_tiles_by_width(S.build_tile_schedule(many, 128, 128), many, cfg.widths),
-        [56] * 8, 132, *S.sm90_cost_model(cfg))
+    assert sm90_config.sm90_work_schedule(many, cfg, 132) == schedule.k_range_units(
+        *schedule.split_tiles_by_width(schedule.build_tile_schedule(many, 128, 128), many, cfg.widths),
+        [56] * 8, 132, *sm90_config.sm90_cost_model(cfg))
 
 
 @pytest.mark.parametrize("tile_m", [128, 96])
@@ -514,15 +514,15 @@ def test_token_scales_of_a_tile_come_from_the_rows_atoms(tile_m):
     global row: the stage's slab atom b (copied from global atom sm90_token_scale_atom) at
     slab row sm90_token_scale_row holds global row 96 tm + trow (128 tm + trow), and no
     copy reaches past the group's last atom."""
-    cfg = S.Sm90Config(tile_n=192, tile_m=tile_m, narrow=(64, 32)) if tile_m == 96 else S.Sm90Config()
+    cfg = sm90_config.Sm90Config(tile_n=192, tile_m=tile_m, narrow=(64, 32)) if tile_m == 96 else sm90_config.Sm90Config()
     for m in (1, 40, 96, 97, 128, 129, 200, 300, 383, 1000):
         atoms = (m + 127) // 128
-        for tm in range(S.ceil_div(m, tile_m)):
+        for tm in range(common.ceil_div(m, tile_m)):
             row_a = tm * tile_m
-            copied = [S.sm90_token_scale_atom(row_a, b, m) for b in range(cfg.sfa_blocks)]
+            copied = [sm90_config.sm90_token_scale_atom(row_a, b, m) for b in range(cfg.sfa_blocks)]
             assert all(0 <= a < atoms for a in copied)
             for trow in range(min(tile_m, m - row_a)):
-                srow = S.sm90_token_scale_row(trow, tm, tile_m)
+                srow = sm90_config.sm90_token_scale_row(trow, tm, tile_m)
                 assert srow < 128 * cfg.sfa_blocks
                 r = row_a + trow
                 assert copied[srow // 128] == r // 128 and srow % 128 == r % 128, (m, tm, trow)
@@ -533,18 +533,18 @@ def test_work_schedules_are_memoized_but_follow_the_cost_constants(monkeypatch):
     SMs (the chooser's candidate is reused by the runner), and a new one when a cost
     constant it uses changes (an in-process A/B of the constants is not served stale)."""
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
-    cfg = S.make_sm90_config(256, split_k=True)
-    first = S.sm90_work_schedule(sizes, cfg, 132)
-    assert S.sm90_work_schedule(tuple(sizes), cfg, 132) is first
-    assert S.sm90_work_schedule(sizes, cfg, 131) is not first
-    monkeypatch.setitem(S.SM90_KTILE_US, (256, 64), S.SM90_KTILE_US[(256, 64)] * 3)
-    changed = S.sm90_work_schedule(sizes, cfg, 132)
+    cfg = sm90_config.make_sm90_config(256, split_k=True)
+    first = sm90_config.sm90_work_schedule(sizes, cfg, 132)
+    assert sm90_config.sm90_work_schedule(tuple(sizes), cfg, 132) is first
+    assert sm90_config.sm90_work_schedule(sizes, cfg, 131) is not first
+    monkeypatch.setitem(sm90_config.SM90_KTILE_US, (256, 64), sm90_config.SM90_KTILE_US[(256, 64)] * 3)
+    changed = sm90_config.sm90_work_schedule(sizes, cfg, 132)
     assert changed is not first and changed != first
     one_wave = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]
-    cfg128 = S.make_sm90_config(128, split_k=True)
-    balanced = S.sm90_work_schedule(one_wave, cfg128, 132)
-    monkeypatch.setattr(S, "SM90_BALANCE_FIXUP_US", 5.0)
-    assert S.sm90_work_schedule(one_wave, cfg128, 132) != balanced
+    cfg128 = sm90_config.make_sm90_config(128, split_k=True)
+    balanced = sm90_config.sm90_work_schedule(one_wave, cfg128, 132)
+    monkeypatch.setattr(sm90_config, "SM90_BALANCE_FIXUP_US", 5.0)
+    assert sm90_config.sm90_work_schedule(one_wave, cfg128, 132) != balanced
 
 
 def _bound_corpus():
@@ -571,15 +571,15 @@ def test_makespan_bound_is_below_every_candidates_makespan(num_sms):
     alone on its CTA)."""
     checked = 0
     for sizes in _bound_corpus():
-        for n in S.SM90_TILE_N_CHOICES:
-            for w in S.SM90_NARROW_CHOICES:
+        for n in sm90_config.SM90_TILE_N_CHOICES:
+            for w in sm90_config.SM90_NARROW_CHOICES:
                 for split in (False, True):
-                    cfg = S.make_sm90_config(n, narrow=w, split_k=split)
-                    if split and not S.sm90_offers_split(sizes, cfg, num_sms):
+                    cfg = sm90_config.make_sm90_config(n, narrow=w, split_k=split)
+                    if split and not sm90_config.sm90_offers_split(sizes, cfg, num_sms):
                         continue
-                    bound = S.sm90_makespan_lower_bound(sizes, cfg, num_sms)
-                    makespan = S.sm90_makespan_us(sizes, cfg, num_sms)
-                    assert 0 < bound <= makespan * (1 + S.SM90_BOUND_MARGIN), (sizes, cfg, bound, makespan)
+                    bound = sm90_config.sm90_makespan_lower_bound(sizes, cfg, num_sms)
+                    makespan = sm90_config.sm90_makespan_us(sizes, cfg, num_sms)
+                    assert 0 < bound <= makespan * (1 + sm90_config.SM90_BOUND_MARGIN), (sizes, cfg, bound, makespan)
                     checked += 1
     assert checked > 150
 
@@ -589,9 +589,9 @@ def test_pruned_config_choice_equals_modeling_every_candidate():
     list order on a tie), on the corpus and on both grid sizes."""
     for sizes in _bound_corpus():
         for num_sms in (132, 11):
-            configs = S.sm90_candidate_configs(sizes, num_sms)
-            plain = min(configs, key=lambda cfg: S.sm90_makespan_us(sizes, cfg, num_sms))
-            assert S.choose_sm90_config(sizes, num_sms) == plain, sizes
+            configs = sm90_config.sm90_candidate_configs(sizes, num_sms)
+            plain = min(configs, key=lambda cfg: sm90_config.sm90_makespan_us(sizes, cfg, num_sms))
+            assert sm90_config.choose_sm90_config(sizes, num_sms) == plain, sizes
 
 
 @pytest.mark.parametrize("num_sms", [132, 11])
@@ -599,11 +599,11 @@ def test_round_robin_makespan_without_its_schedule(num_sms):
     """sm90_round_robin_cta_us, what the config choice models whole-tile candidates with,
     gives the very floats modeled_cta_us gives on the built round-robin schedule."""
     for sizes in _bound_corpus():
-        for n in S.SM90_TILE_N_CHOICES:
-            for w in S.SM90_NARROW_CHOICES:
-                cfg = S.make_sm90_config(n, narrow=w)
-                built = S.modeled_cta_us(S.sm90_work_schedule(sizes, cfg, num_sms), *S.sm90_cost_model(cfg))
-                assert S.sm90_round_robin_cta_us(sizes, cfg, num_sms) == built, (sizes, cfg)
+        for n in sm90_config.SM90_TILE_N_CHOICES:
+            for w in sm90_config.SM90_NARROW_CHOICES:
+                cfg = sm90_config.make_sm90_config(n, narrow=w)
+                built = schedule.modeled_cta_us(sm90_config.sm90_work_schedule(sizes, cfg, num_sms), *sm90_config.sm90_cost_model(cfg))
+                assert sm90_config.sm90_round_robin_cta_us(sizes, cfg, num_sms) == built, (sizes, cfg)
 
 
 def test_candidates_leave_out_only_configs_that_model_alike():
@@ -613,25 +613,25 @@ def test_candidates_leave_out_only_configs_that_model_alike():
     last tile of 65-96 rows both narrow choices stay."""
     for sizes in _bound_corpus():
         for num_sms in (132, 11):
-            offered = [S.make_sm90_config(n, narrow=w) for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES]
-            offered += [c for n in S.SM90_TILE_N_CHOICES for w in S.SM90_NARROW_CHOICES
-                        if S.sm90_offers_split(sizes, c := S.make_sm90_config(n, narrow=w, split_k=True), num_sms)]
-            spans = [S.sm90_makespan_us(sizes, c, num_sms) for c in offered]
-            assert S.choose_sm90_config(sizes, num_sms) == offered[spans.index(min(spans))], sizes
+            offered = [sm90_config.make_sm90_config(n, narrow=w) for n in sm90_config.SM90_TILE_N_CHOICES for w in sm90_config.SM90_NARROW_CHOICES]
+            offered += [c for n in sm90_config.SM90_TILE_N_CHOICES for w in sm90_config.SM90_NARROW_CHOICES
+                        if sm90_config.sm90_offers_split(sizes, c := sm90_config.make_sm90_config(n, narrow=w, split_k=True), num_sms)]
+            spans = [sm90_config.sm90_makespan_us(sizes, c, num_sms) for c in offered]
+            assert sm90_config.choose_sm90_config(sizes, num_sms) == offered[spans.index(min(spans))], sizes
     no_96 = [(128, 4096, 1024, 1), (40, 4096, 1024, 1), (250, 4096, 1024, 1)]  # last tiles 40, 122 rows
-    widths = {c.narrow for c in S.sm90_candidate_configs(no_96, 132)}
+    widths = {c.narrow for c in sm90_config.sm90_candidate_configs(no_96, 132)}
     assert widths == {(96, 64)}, widths
-    assert {c.narrow for c in S.sm90_candidate_configs(no_96 + [(80, 4096, 1024, 1)], 132)} == {(96, 64), (64,)}
+    assert {c.narrow for c in sm90_config.sm90_candidate_configs(no_96 + [(80, 4096, 1024, 1)], 132)} == {(96, 64), (64,)}
 
 
 def _k_range_candidates(sizes, num_sms):
-    for w in S.SM90_NARROW_CHOICES:
-        for n in S.SM90_TILE_N_CHOICES:
-            cfg = S.make_sm90_config(n, narrow=w, split_k=True)
-            rows, phase_sizes = S.phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
-            if not (cfg.tile_n in S.SM90_BALANCED_TILE_N and len(rows) <= num_sms):
-                k_tiles = [k // S.SM90_PACKED_K_TILE for _, _, k, _ in sizes]
-                yield cfg, (rows, phase_sizes, k_tiles, num_sms, *S.sm90_cost_model(cfg))
+    for w in sm90_config.SM90_NARROW_CHOICES:
+        for n in sm90_config.SM90_TILE_N_CHOICES:
+            cfg = sm90_config.make_sm90_config(n, narrow=w, split_k=True)
+            rows, phase_sizes = schedule.phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
+            if not (cfg.tile_n in sm90_config.SM90_BALANCED_TILE_N and len(rows) <= num_sms):
+                k_tiles = [k // sm90_config.SM90_PACKED_K_TILE for _, _, k, _ in sizes]
+                yield cfg, (rows, phase_sizes, k_tiles, num_sms, *sm90_config.sm90_cost_model(cfg))
 
 
 @pytest.mark.parametrize("num_sms", [132, 11])
@@ -642,9 +642,9 @@ def test_k_range_fill_fits_at_its_schedules_makespan(num_sms):
     checked = 0
     for sizes in _bound_corpus():
         for cfg, args in _k_range_candidates(sizes, num_sms):
-            makespan = S.sm90_makespan_us(sizes, cfg, num_sms)
-            assert S.k_range_fits(makespan * (1 + S.SM90_BOUND_MARGIN), *args), (sizes, cfg)
-            fits = [S.k_range_fits(makespan * f, *args) for f in (0.9, 0.99, 0.999, 1.001, 1.01, 1.1, 1.5, 3.0)]
+            makespan = sm90_config.sm90_makespan_us(sizes, cfg, num_sms)
+            assert schedule.k_range_fits(makespan * (1 + sm90_config.SM90_BOUND_MARGIN), *args), (sizes, cfg)
+            fits = [schedule.k_range_fits(makespan * f, *args) for f in (0.9, 0.99, 0.999, 1.001, 1.01, 1.1, 1.5, 3.0)]
             assert fits == sorted(fits), (sizes, cfg, fits)  # False ... False True ... True
             checked += 1
     assert checked > 40
@@ -655,9 +655,9 @@ def test_config_choice_skips_a_split_candidate_by_one_fill(monkeypatch):
     best makespan instead of a schedule each: none of them is modeled."""
     sizes = [(m, 4096, 512, 1) for m in (16, 200, 77, 256, 130, 64, 31, 180)]
     modeled = []
-    real = S.sm90_makespan_us
-    monkeypatch.setattr(S, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
-    cfg = S.choose_sm90_config(sizes, 132)
+    real = sm90_config.sm90_makespan_us
+    monkeypatch.setattr(sm90_config, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
+    cfg = sm90_config.choose_sm90_config(sizes, 132)
     assert not cfg.split_k
     assert modeled and not any(c.split_k and c.tile_n == 256 for c in modeled), modeled
 
@@ -666,10 +666,10 @@ def test_config_choice_models_only_the_candidates_its_bound_leaves(monkeypatch):
     """On shape 0 (K-range at 256 wins by far) the chooser models fewer than all candidates."""
     sizes = [(m, 4096, 7168, 1) for m in (80, 176, 128, 72, 64, 248, 96, 160)]
     modeled = []
-    real = S.sm90_makespan_us
-    monkeypatch.setattr(S, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
-    cfg = S.choose_sm90_config(sizes, 132)
-    assert cfg == S.make_sm90_config(256, narrow=(96, 64), split_k=True)
+    real = sm90_config.sm90_makespan_us
+    monkeypatch.setattr(sm90_config, "sm90_makespan_us", lambda s, cfg, n: modeled.append(cfg) or real(s, cfg, n))
+    cfg = sm90_config.choose_sm90_config(sizes, 132)
+    assert cfg == sm90_config.make_sm90_config(256, narrow=(96, 64), split_k=True)
     assert cfg in modeled and len(modeled) < 6, modeled
 
 
@@ -713,16 +713,16 @@ def test_new_problem_sizes_leave_few_objects_for_the_garbage_collector():
     import reference
 
     def compile_stub(config):  # no kernel: the host path alone, choice and schedule included
-        return S.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
+        return kernel_runner.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
-    runner = S.GroupedGemmRunner(dataclasses.replace(S.sm90_backend(), compile=compile_stub),
+    runner = kernel_runner.GroupedGemmRunner(dataclasses.replace(sm90.sm90_backend(), compile=compile_stub),
                                  num_sms=132, self_check=False)
     rng = random.Random(0)
-    inputs = [reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[4096] * 8,
-                                       k=[7168] * 8, g=8, seed=i) for i in range(7)]
+    calls = [reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[4096] * 8,
+                                      k=[7168] * 8, g=8, seed=i) for i in range(7)]
 
     def call(data):
-        problem = S.validate_inputs(data)
+        problem = inputs.validate_inputs(data)
         config, reason = runner.plan(problem)
         assert reason is None
         runner.run(data, problem, config)
@@ -734,11 +734,11 @@ def test_new_problem_sizes_leave_few_objects_for_the_garbage_collector():
             gc.collect()
         return len(gc.get_objects())
 
-    call(inputs[0])
+    call(calls[0])
     before = settled_count()
-    for data in inputs[1:]:
+    for data in calls[1:]:
         call(data)
-    per_call = (settled_count() - before) / (len(inputs) - 1)
+    per_call = (settled_count() - before) / (len(calls) - 1)
     units = [s.host.num_tiles for s in runner.schedules._data.values()]
-    assert len(units) == len(inputs) and min(units) >= 200  # the schedules are big ones
+    assert len(units) == len(calls) and min(units) >= 200  # the schedules are big ones
     assert per_call < 150, per_call

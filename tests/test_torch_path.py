@@ -5,7 +5,7 @@ import torch
 from cases import ODD_CASES, task_cases
 
 import reference
-import submission
+from nvfp4_gemm import common, decoder, dispatch, formats, inputs, torch_paths
 from utils import verbose_allclose
 
 
@@ -21,7 +21,7 @@ def _clone(data):
 
 def _run_both(data):
     expected = reference.ref_kernel(_clone(data))
-    got = submission.custom_kernel(_clone(data))
+    got = dispatch.custom_kernel(_clone(data))
     return got, expected
 
 
@@ -38,7 +38,7 @@ def test_torch_path_writes_into_c():
     data = reference.generate_input(m=(33,), n=(128,), k=(256,), g=1, seed=5)
     c = data[0][0][2]
     c.fill_(float("nan"))
-    out = submission.custom_kernel(data)
+    out = dispatch.custom_kernel(data)
     assert out[0] is c and not torch.isnan(c).any()
 
 
@@ -46,14 +46,14 @@ def test_poisoned_scale_padding_changes_nothing_bitwise():
     """Blocked-scale padding (rows >= M, columns >= K/16) set to 0xFF (NaN in E4M3) must not
     reach the output."""
     data = reference.generate_input(m=(40,), n=(136,), k=(96,), g=1, seed=9)
-    clean = submission.custom_kernel(_clone(data))[0].clone()
+    clean = dispatch.custom_kernel(_clone(data))[0].clone()
     poisoned = _clone(data)
     for sf_blocked, rows, k in ((poisoned[2][0][0], 40, 96), (poisoned[2][0][1], 136, 96)):
         raw = sf_blocked.permute(5, 2, 4, 0, 1, 3).view(torch.uint8).flatten()
         mask = torch.ones_like(raw, dtype=torch.bool)
         mask[reference.blocked_scale_offsets(rows, k // 16).flatten()] = False
         raw[mask] = 0xFF
-    out = submission.custom_kernel(poisoned)[0]
+    out = dispatch.custom_kernel(poisoned)[0]
     assert torch.equal(out.view(torch.int16), clean.view(torch.int16))
 
 
@@ -84,9 +84,9 @@ def test_overflow_gives_inf_like_reference():
 
 def test_same_input_is_bitwise_deterministic():
     data = reference.generate_input(m=(72, 130), n=(256, 128), k=(512, 256), g=2, seed=11)
-    first = [c.clone() for c in submission.custom_kernel(_clone(data))]
+    first = [c.clone() for c in dispatch.custom_kernel(_clone(data))]
     for _ in range(3):
-        again = submission.custom_kernel(_clone(data))
+        again = dispatch.custom_kernel(_clone(data))
         assert all(torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(first, again))
 
 
@@ -94,7 +94,7 @@ def test_same_input_is_bitwise_deterministic():
 # CPU as well, where these tests hold it to the reference
 
 def _fp16_path(data):
-    return submission.run_torch_fp16(data, submission.validate_inputs(data))
+    return torch_paths.run_torch_fp16(data, inputs.validate_inputs(data))
 
 
 @pytest.mark.parametrize("case", task_cases("tests") + ODD_CASES, ids=lambda c: c.id)
@@ -116,8 +116,8 @@ def test_fp16_decode_is_the_exact_decode_for_every_byte_and_scale():
     a.view(torch.uint8).copy_(torch.arange(256, dtype=torch.uint8).repeat(rows * k // 2 // 256).view_as(a.view(torch.uint8)))
     finite = torch.arange(0x7F, dtype=torch.uint8)  # 0x7F is NaN
     sfa.view(torch.uint8).copy_(finite.repeat(sfa.numel() // 0x7F + 1)[:sfa.numel()].view_as(sfa.view(torch.uint8)))
-    f16 = submission._dequantize_rows_f16(a[:, :, 0], sfa, k)
-    f32 = submission._dequantize_rows(a[:, :, 0], sfa, k)
+    f16 = torch_paths._dequantize_rows_f16(a[:, :, 0], sfa, k)
+    f32 = torch_paths._dequantize_rows(a[:, :, 0], sfa, k)
     assert f16.dtype == torch.float16 and torch.equal(f16.float(), f32)
 
 
@@ -167,12 +167,12 @@ def test_the_fallback_is_fp16_on_cuda_and_exact_elsewhere(monkeypatch):
     import dataclasses
 
     calls = []
-    monkeypatch.setattr(submission, "run_torch_fp16", lambda data, problem: calls.append("fp16"))
-    monkeypatch.setattr(submission, "run_torch_exact", lambda data, problem: calls.append("exact"))
+    monkeypatch.setattr(torch_paths, "run_torch_fp16", lambda data, problem: calls.append("fp16"))
+    monkeypatch.setattr(torch_paths, "run_torch_exact", lambda data, problem: calls.append("exact"))
     data = reference.generate_input(m=(64,), n=(128,), k=(256,), g=1, seed=2)
-    problem = submission.validate_inputs(data)
-    submission.run_torch_fallback(data, problem)
-    submission.run_torch_fallback(data, dataclasses.replace(problem, device=torch.device("cuda", 0)))
+    problem = inputs.validate_inputs(data)
+    torch_paths.run_torch_fallback(data, problem)
+    torch_paths.run_torch_fallback(data, dataclasses.replace(problem, device=torch.device("cuda", 0)))
     assert calls == ["exact", "fp16"]
 
 
@@ -214,13 +214,13 @@ def test_decode_scale_offset_addresses_the_blocked_scales(rows, k):
     flat = _raw_bytes(sfa)
     r = torch.arange(rows).repeat_interleave(k // 16)
     j = torch.arange(k // 16).repeat(rows)
-    offsets = submission.decode_scale_offset(r, j, submission.ceil_div(k, 64))
-    want = submission._blocked_scales(sfa, rows, k).to(torch.float8_e4m3fn).view(torch.uint8).reshape(-1)
+    offsets = decoder.decode_scale_offset(r, j, common.ceil_div(k, 64))
+    want = formats._blocked_scales(sfa, rows, k).to(torch.float8_e4m3fn).view(torch.uint8).reshape(-1)
     assert torch.equal(flat[offsets], want)
 
 
 def test_e4m3_pair_table_is_each_scale_twice_in_fp16():
-    table = submission._e4m3_pair_table(torch.device("cpu"))
+    table = formats._e4m3_pair_table(torch.device("cpu"))
     halves = table.view(torch.int16).view(torch.float16).view(256, 2)
     scales = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float16)
     assert torch.equal(halves[:, 0].view(torch.int16), halves[:, 1].view(torch.int16))
@@ -236,7 +236,7 @@ def _emulate_decoder(job, packed, sf, table_pairs, table_scales):
     _, _, _, blocks, kblocks, rest_k = job
     t = torch.arange(blocks)
     r, j = t // kblocks, t % kblocks
-    scale = _raw_bytes(sf)[submission.decode_scale_offset(r, j, rest_k)].long()
+    scale = _raw_bytes(sf)[decoder.decode_scale_offset(r, j, rest_k)].long()
     s2 = table_scales[scale].view(torch.float16).view(blocks, 1, 2)
     pairs = table_pairs[_raw_bytes(packed)[: blocks * 8].long()].view(torch.float16).view(blocks, 8, 2)
     return (pairs * s2).reshape(-1)
@@ -248,10 +248,10 @@ def test_decode_jobs_and_the_decoders_arithmetic_give_the_torch_decode():
     data = reference.generate_input(m=(40, 129), n=(256, 384), k=(512, 1024), g=2, seed=4)
     nan = torch.tensor([float("nan")]).to(torch.float8_e4m3fn)
     data[2][1][1][7, 1, 0, 3, 2, 0] = nan[0]  # row 39, scale column 11 of group 1's b
-    problem = submission.validate_inputs(data)
-    jobs, outputs = submission.decode_jobs(data, problem, [0, 1])
-    pairs = submission._e2m1_pair_table(torch.device("cpu"))
-    scales = submission._e4m3_pair_table(torch.device("cpu"))
+    problem = inputs.validate_inputs(data)
+    jobs, outputs = torch_paths.decode_jobs(data, problem, [0, 1])
+    pairs = formats._e2m1_pair_table(torch.device("cpu"))
+    scales = formats._e4m3_pair_table(torch.device("cpu"))
     assert len(jobs) == 4 and set(outputs) == {0, 1}
     for i, job in enumerate(jobs):
         g, side = divmod(i, 2)
@@ -261,7 +261,7 @@ def test_decode_jobs_and_the_decoders_arithmetic_give_the_torch_decode():
         assert job == (packed.data_ptr(), sf.data_ptr(), out.data_ptr(), rows * k // 16, k // 16, k // 64)
         assert out.shape == (rows, k) and out.dtype == torch.float16
         got = _emulate_decoder(job, packed, sf, pairs, scales).view(rows, k)
-        want = submission._dequantize_rows_f16(packed[:, :, 0], sf, k)
+        want = torch_paths._dequantize_rows_f16(packed[:, :, 0], sf, k)
         assert torch.equal(torch.isnan(got), torch.isnan(want))
         assert torch.equal(got.nan_to_num().view(torch.int16), want.nan_to_num().view(torch.int16))
     assert torch.isnan(_emulate_decoder(jobs[3], data[0][1][1], data[2][1][1], pairs, scales).view(384, 1024)[39, 176:192]).all()
@@ -270,13 +270,13 @@ def test_decode_jobs_and_the_decoders_arithmetic_give_the_torch_decode():
 def test_decode_batches_bound_the_decoded_bytes():
     sizes = [(64, 4096, 7168, 1)] * 3 + [(0, 128, 256, 1), (1, 128, 256, 1)]
     per_group = (64 + 4096) * 7168 * 2  # 59.6 MB
-    assert submission.decode_batches(sizes, [0, 1, 2, 4]) == [[0, 1, 2, 4]]
-    assert submission.decode_batches(sizes, [0, 1, 2, 4], limit=2 * per_group) == [[0, 1], [2, 4]]
-    assert submission.decode_batches(sizes, [0, 1, 2], limit=per_group - 1) == [[0], [1], [2]]
-    assert submission.decode_batches(sizes, []) == []
+    assert torch_paths.decode_batches(sizes, [0, 1, 2, 4]) == [[0, 1, 2, 4]]
+    assert torch_paths.decode_batches(sizes, [0, 1, 2, 4], limit=2 * per_group) == [[0, 1], [2, 4]]
+    assert torch_paths.decode_batches(sizes, [0, 1, 2], limit=per_group - 1) == [[0], [1], [2]]
+    assert torch_paths.decode_batches(sizes, []) == []
 
 
 def test_fp16_path_on_the_cpu_never_asks_for_the_decoder(monkeypatch):
-    monkeypatch.setattr(submission, "fp4_decoder", lambda device: pytest.fail("decoder asked for on the CPU"))
+    monkeypatch.setattr(torch_paths, "fp4_decoder", lambda device: pytest.fail("decoder asked for on the CPU"))
     data = reference.generate_input(m=(64,), n=(128,), k=(256,), g=1, seed=2)
     _fp16_path(data)

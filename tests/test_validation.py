@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import reference
-import submission
+from nvfp4_gemm import dispatch, inputs
 
 
 def _data(seed=1, m=(64, 96), n=(128, 256), k=(256, 512)):
@@ -32,7 +32,7 @@ def _with_sizes(data, group, size):
 
 def _raises(data, pattern):
     with pytest.raises(ValueError, match=pattern):
-        submission.custom_kernel(data)
+        dispatch.custom_kernel(data)
 
 
 def test_empty_group_list():
@@ -68,7 +68,7 @@ def test_numpy_integer_sizes_are_taken():
     np = pytest.importorskip("numpy")
     d = _data()
     sizes = [tuple(np.int64(v) for v in s) for s in d[3]]
-    out = submission.custom_kernel((d[0], d[1], d[2], sizes))
+    out = dispatch.custom_kernel((d[0], d[1], d[2], sizes))
     assert len(out) == 2
 
 
@@ -137,10 +137,10 @@ def test_non_dense_strides_still_correct():
     wide[:, :128] = a.view(torch.uint8)
     strided_a = wide[:, :128].view(torch.float4_e2m1fn_x2)
     assert strided_a.stride()[:2] == (256, 1)
-    problem = submission.validate_inputs(_replace(d, 0, "a", strided_a))
+    problem = inputs.validate_inputs(_replace(d, 0, "a", strided_a))
     assert not problem.kernel_layout
     expected = reference.ref_kernel(reference_copy := (d[0], d[1], d[2], d[3]))[0].clone()
-    got = submission.custom_kernel(_replace(reference_copy, 0, "a", strided_a))[0]
+    got = dispatch.custom_kernel(_replace(reference_copy, 0, "a", strided_a))[0]
     assert torch.equal(got, expected)
 
 
@@ -162,11 +162,11 @@ def test_unaligned_operand_names_group_and_field_and_stays_correct(field):
     moved = _offset_copy(src[field], 2)
     assert moved.data_ptr() % 16 == 2 and torch.equal(moved.view(torch.uint8), src[field].view(torch.uint8))
     data = _replace(d, 1, field, moved)
-    problem = submission.validate_inputs(data)
+    problem = inputs.validate_inputs(data)
     assert not problem.kernel_layout
     assert problem.layout_issue == f"group 1: {field} starts at 2 bytes past a 16-byte boundary"
     expected = [c.clone() for c in reference.ref_kernel(_replace(_data(m=(64, 96)), 1, field, moved))]
-    got = submission.custom_kernel(data)
+    got = dispatch.custom_kernel(data)
     assert all(torch.equal(g, e) for g, e in zip(got, expected))
 
 
@@ -175,7 +175,7 @@ def test_unaligned_c_is_noted_but_keeps_the_kernel_layout():
     c = d[0][0][2]
     flat = torch.zeros(c.numel() + 1, dtype=c.dtype)
     data = _replace(d, 0, "c", flat[1:].view(c.shape))
-    problem = submission.validate_inputs(data)
+    problem = inputs.validate_inputs(data)
     assert problem.kernel_layout and problem.layout_issue == ""
     assert problem.c_misaligned == "group 0: c starts at 2 bytes past a 16-byte boundary"
 
@@ -184,5 +184,5 @@ def test_strided_operand_names_group_and_field():
     d = _data(m=(64,), n=(128,), k=(256,))
     wide = torch.zeros((64, 256, 1), dtype=torch.uint8)
     strided_a = wide[:, :128].view(torch.float4_e2m1fn_x2)
-    problem = submission.validate_inputs(_replace(d, 0, "a", strided_a))
+    problem = inputs.validate_inputs(_replace(d, 0, "a", strided_a))
     assert problem.layout_issue.startswith("group 0: a has strides (256, 1, ")

@@ -27,8 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "nvfp4_gemm"
-MODULES = ("common", "formats", "ptx", "problem", "schedule", "caches", "launch", "decoder",
-           "torch_paths", "runner", "sm100", "sm90_config", "sm90", "dispatch")
+MODULES = ("common", "formats", "ptx", "inputs", "schedule", "caches", "binding", "decoder",
+           "torch_paths", "kernel_runner", "sm100", "sm90_config", "sm90", "dispatch")
 POPCORN_LINES = ("#!POPCORN leaderboard nvfp4_group_gemm", "#!POPCORN gpu B200")
 RULER = "# " + "=" * 96
 
@@ -52,11 +52,14 @@ def _top_level_names(node: ast.stmt) -> list[str]:
 
 
 def split_module(name: str, source: str) -> tuple[list[ast.stmt], str, list[str]]:
-    """(its outside imports, its body without docstring and imports, the names it binds)."""
+    """(its outside imports, its body without docstring and imports, the names it binds).
+    Fails on a package import of a module not above this one in MODULES (a cycle, or a
+    layer out of order)."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     drop: set[int] = set()  # 0-based line numbers
     imports, names = [], []
+    below = MODULES[:MODULES.index(name)]
     for i, node in enumerate(tree.body):
         span = range(node.lineno - 1, node.end_lineno)
         if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
@@ -67,6 +70,10 @@ def split_module(name: str, source: str) -> tuple[list[ast.stmt], str, list[str]
                 if isinstance(node, ast.Import) or any(a.asname or a.name == "*" for a in node.names):
                     raise BuildError(f"{PACKAGE}/{name}.py:{node.lineno}: import names from the package's "
                                      "modules without renaming them (the built file has one namespace)")
+                source_module = (node.module or "").split(".")[-1]
+                if source_module not in below:
+                    raise BuildError(f"{PACKAGE}/{name}.py:{node.lineno}: imports from {source_module}, which "
+                                     f"is not above {name} in the module order")
             elif not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
                 imports.append(node)
         else:

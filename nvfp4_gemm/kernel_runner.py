@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from .binding import KernelLaunchError, int32_rows, to_device_async
 from .caches import HashedLruCache, LruCache
 from .common import warn_once
-from .launch import KernelLaunchError, int32_rows, to_device_async
-from .problem import GroupedProblem
+from .inputs import GroupedProblem
 from .schedule import build_tile_schedule, persistent_grid
 from .torch_paths import first_mismatch, run_torch_exact
 

@@ -1,0 +1,99 @@
+"""eval.py's roofline math (bytes of a case, which bound holds), the speed-of-light display
+and the CPU estimate, on the CPU."""
+
+import pytest
+
+import eval as harness
+import reference
+
+ROOF = harness.Roofline(tflops=100.0, label="peak", gbps=1000.0, bandwidth_label="copy")
+
+
+def _args(m, n, k):
+    return {"m": tuple(m), "n": tuple(n), "k": tuple(k), "g": len(m), "seed": 1}
+
+
+def test_scale_bytes_are_whole_atoms():
+    assert harness.scale_bytes(1, 16) == 512  # one scale still takes a 128 x 4 atom
+    assert harness.scale_bytes(128, 256) == 4 * 512  # 16 scales a row: 4 atom columns
+    assert harness.scale_bytes(129, 64) == 2 * 512
+    assert harness.scale_bytes(0, 256) == 0
+
+
+def test_bytes_of_a_case_by_hand():
+    a, b, c = 64 * 128, 128 * 128, 2 * 64 * 128
+    scales = 2 * 4 * 512
+    assert harness.bytes_of(_args([64], [128], [256])) == a + b + c + scales
+
+
+def test_bytes_of_matches_the_generated_tensors():
+    """A and B as stored, the blocked scales with their padding, and C: what generate_input
+    allocates for the call (its CPU copies of the scales are not the kernel's to read)."""
+    args = _args([1, 129, 0], [64, 128, 32], [64, 256, 16])
+    abc, _, sf_reordered, _ = reference.generate_input(**args)
+    tensors = [t for group in abc for t in group] + [t for pair in sf_reordered for t in pair]
+    assert harness.bytes_of(args) == sum(t.numel() * t.element_size() for t in tensors)
+
+
+def test_roofline_takes_the_larger_bound():
+    assert harness.roofline_time(2e9, 1e6, ROOF) == (pytest.approx(2e-5), "flops")
+    assert harness.roofline_time(2e6, 1e8, ROOF) == (pytest.approx(1e-4), "bytes")
+    assert harness.roofline_time(1e11, 1e8, ROOF)[1] == "flops"  # a tie is the FLOPs bound
+
+
+def test_task_benchmarks_are_flops_bound_at_h200_rates():
+    h200 = harness.Roofline(720.0, "fp16", 4000.0, "copy")
+    for test in harness.load_task_cases("benchmarks"):
+        seconds, bound = harness.roofline_time(harness.flops_of(test.args), harness.bytes_of(test.args), h200)
+        assert bound == "flops" and seconds > 0
+
+
+def test_speed_of_light_shown_on_a_b200_only():
+    assert harness.sol_mode(None) == "none"
+    assert harness.sol_mode("NVIDIA B200") == "ratio"
+    assert harness.sol_mode("NVIDIA H200") == "figure"
+
+
+def _results():
+    return [
+        {"case": "a", "mean": 20000.0, "best": 19000.0, "flops": 2e9, "roofline_us": 10.0, "bound": "flops",
+         "sol_us": 5.0},
+        {"case": "b", "mean": 8000.0, "best": 7000.0, "flops": 1e9, "roofline_us": 2.0, "bound": "bytes",
+         "sol_us": 2.0},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sol", "headers", "summary"),
+    [
+        ("ratio", ["B200 SOL us", "x SOL"], "B200 speed-of-light geomean 3.16 us (4.00x)"),
+        ("figure", ["B200 SOL us"], "B200 speed-of-light geomean 3.16 us (a B200 figure, no ratio"),
+        ("none", [], None),
+    ],
+)
+def test_report_speed_of_light_columns(sol, headers, summary):
+    report = harness.benchmark_report(_results(), ROOF, sol)
+    assert report["headers"][4:7] == ["roofline us", "x roofline", "bound"]
+    assert report["headers"][7:] == headers
+    assert [row[6] for row in report["rows"]] == ["flops", "bytes"]
+    if summary:
+        assert summary in report["text"]
+    else:
+        assert "SOL" not in report["text"] and "speed-of-light" not in report["text"]
+    assert "roofline = the larger of FLOPs / peak and bytes / bandwidth" in report["text"]
+
+
+def test_cpu_estimate():
+    """Each case's inputs are run and checked once and timed CPU_MAX_REPEATS times (twice
+    as many calls when rechecked); an invalid spec costs nothing."""
+    plain = harness.cpu_calls_per_benchmark(recheck=False, baselines=False)
+    assert plain == harness.NUM_ITERATIONS_PER_BENCHMARK * (2 + harness.CPU_MAX_REPEATS)
+    assert harness.cpu_calls_per_benchmark(recheck=True, baselines=True) > plain
+    case = _args([128], [4096], [1536])
+    decoded = (128 + 4096) * 1536
+    expected = (harness.flops_of(case) + harness.CPU_DECODE_FLOPS * decoded) / 100e12
+    assert harness.cpu_call_seconds(case, ROOF) == pytest.approx(expected)
+    tests = [harness.TestCase(case, ""), harness.TestCase({"m": (-1,)}, "m: [-1]")]
+    cpu = harness.Roofline(0.1, "the CPU's fp32 torch.mm", 20.0, "a CPU copy")
+    plan = harness.cpu_plan(tests, cpu, recheck=False, baselines=False)
+    assert "estimate: about" in plan and "for 1 benchmark " in plan

@@ -1,0 +1,99 @@
+"""eval.py's spec handling in-process: what makes a spec invalid, and the message for it."""
+
+import pytest
+import torch
+
+import eval as harness
+
+# (id, spec, the error it gets; None: a legal case)
+SPEC_CASES = [
+    ("empty_m", "m: [0]; n: [64]; k: [128]; g: 1; seed: 1", None),
+    ("empty_n", "m: [32]; n: [0]; k: [64]; g: 1; seed: 2", None),
+    ("empty_and_full_groups", "m: [0, 32]; n: [64, 16]; k: [128, 64]; g: 2; seed: 3", None),
+    ("g_longer_than_lists", "m: [32]; n: [64]; k: [128]; g: 2; seed: 1", "field 'm': 1 size, but g = 2"),
+    ("no_g_no_seed", "m: [32]; n: [64]; k: [128]", "missing fields 'g', 'seed'"),
+    ("negative_m", "m: [-1]; n: [64]; k: [128]; g: 1; seed: 1", "group 0: field 'm': M = -1 is negative"),
+    ("negative_n", "m: [16, 16]; n: [64, -2]; k: [64, 64]; g: 2; seed: 1", "group 1: field 'n': N = -2 is negative"),
+    ("string_size", 'm: ["x"]; n: [64]; k: [128]; g: 1; seed: 1', "field 'm': expected a list of 1 integer, got"),
+    ("scalar_size", "m: 32; n: [64]; k: [128]; g: 1; seed: 1", "field 'm': expected a list of 1 integer, got 32"),
+    ("k_not_multiple_of_16", "m: [32]; n: [64]; k: [200]; g: 1; seed: 1",
+     "group 0: field 'k': K = 200 is not a positive multiple of 16"),
+    ("k_zero", "m: [32]; n: [64]; k: [0]; g: 1; seed: 1", "group 0: field 'k': K = 0 is not a positive multiple of 16"),
+    ("g_zero", "m: []; n: []; k: []; g: 0; seed: 1", "field 'g': g = 0; a case has at least one group"),
+    ("word_seed", "m: [32]; n: [64]; k: [128]; g: 1; seed: abc", "field 'seed': expected an integer, got 'abc'"),
+    ("unknown_field", "m: [32]; n: [64]; k: [128]; g: 1; seed: 1; l: 2", "unknown field 'l'"),
+]
+
+
+@pytest.mark.parametrize(("spec", "error"), [c[1:] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES])
+def test_spec_problem_names_field_and_group(spec, error):
+    problem = harness.spec_problem(harness.parse_spec(spec))
+    if error is None:
+        assert problem == ""
+    else:
+        assert problem.startswith(error), problem
+
+
+def test_legal_specs_build_inputs():
+    """What spec_problem lets through, generate_input builds (empty groups included)."""
+    for _, spec, error in SPEC_CASES:
+        if error is None:
+            harness.generate_input(**harness.parse_spec(spec))
+
+
+def test_unparsable_spec_file_names_file_and_line(tmp_path):
+    path = tmp_path / "specs.txt"
+    path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\ngarbage\n")
+    with pytest.raises(harness.SpecFileError, match=r"specs.txt, line 2: invalid test case: 'garbage'"):
+        harness.read_spec_file(str(path))
+    with pytest.raises(harness.SpecFileError, match="Could not open test file"):
+        harness.read_spec_file(str(tmp_path / "missing.txt"))
+
+
+def test_command_line_specs_files_and_lines(tmp_path):
+    path = tmp_path / "specs.txt"
+    path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\nm: [16]; n: [16]; k: [64]; g: 1; seed: 2\n")
+    tests = harness.human_cases(["m: [0]; n: [64]; k: [64]; g: 1; seed: 3", str(path)], "test")
+    assert [t.args["m"] for t in tests] == [(0,), (32,), (16,)]
+    with pytest.raises(harness.SpecFileError, match="neither a spec file nor a spec line"):
+        harness.human_cases(["garbage"], "test")
+    with pytest.raises(harness.SpecFileError, match="invalid test case"):
+        harness.human_cases(["m: [1]; n = 3"], "test")
+
+
+def test_options_and_specs_in_any_order():
+    parse = harness._parser().parse_intermixed_args
+    args = parse(["benchmark", "--baselines", "specs.txt", "--report", "out", "more.txt"])
+    assert args.mode == "benchmark" and args.baselines and args.report == "out"
+    assert args.specs == ["specs.txt", "more.txt"]
+    args = parse(["--traceback", "test", "m: [1]; n: [16]; k: [64]; g: 1; seed: 1"])
+    assert args.mode == "test" and args.traceback and len(args.specs) == 1
+
+
+def test_secret_seed_leaves_a_word_seed_for_the_spec_check():
+    tests = harness._apply_secret_seed([harness.TestCase({"seed": "abc"}, "")], 99)
+    assert tests[0].args["seed"] == "abc"
+
+
+def test_plural():
+    assert harness._plural(1, "test") == "1 test"
+    assert harness._plural(2, "test") == "2 tests"
+    assert harness._plural(0, "benchmark") == "0 benchmarks"
+
+
+def test_worst_mismatch_skips_empty_groups():
+    empty = torch.zeros(0, 64, 1, dtype=torch.float16)
+    full = torch.ones(2, 3, 1, dtype=torch.float16)
+    off = full.clone()
+    off[1, 2, 0] = 1.5
+    assert harness.worst_mismatch([empty], [empty])["group"] is None
+    worst = harness.worst_mismatch([empty, off], [empty, full])
+    assert worst["group"] == 1 and worst["index"] == (1, 2, 0) and worst["got"] == 1.5
+    assert harness._worst_text(harness.worst_mismatch([empty], [empty])).startswith("no elements")
+
+
+def test_errors_are_one_line():
+    assert harness.one_line("first\n  second\n\nthird") == "first | second | third"
+    error = harness._guarded(int, ("x",), False)
+    assert isinstance(error, harness.CaseError)
+    assert error.message.startswith("ValueError: invalid literal")
