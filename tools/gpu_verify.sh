@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU verification of submission.py, on any CUDA machine (an H200, a B200). Each part
+# fits a 10-minute budget; logs and JSON go to $OUT (default /tmp/gpu_verify).
+#
+#   bash tools/gpu_verify.sh checks         GPU tests, eval.py test (kernel and torch paths),
+#                                           compute-sanitizer memcheck and racecheck on
+#                                           tools/sanitize_case.py, the max-active-clusters
+#                                           query; on an sm_100 GPU first the edge shapes
+#                                           (tools/b200_edge_specs.txt) with the self-check on,
+#                                           and under memcheck
+#   bash tools/gpu_verify.sh bench [OLD.py] eval.py benchmark with its baselines and report;
+#                                           with OLD.py also that file against this one in
+#                                           alternating processes (new, old, old, new) and
+#                                           their warm-call host time (tools/host_ab.py)
+#
+# Every step runs under a timeout (a kernel that loses pipeline state hangs rather than
+# fails) and reports its exit status; the script goes on. Fallback warnings are collected at
+# the end: a kernel that silently fell back would pass the tests without running.
+# With the CuTe DSL from a bundle: source .device/setup.sh first (see the README).
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT="${OUT:-/tmp/gpu_verify}"; mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+EVAL="${EVAL:-eval.py}"
+part="${1:-checks}"
+LOG="$OUT/$part.log"
+step() {  # step SECONDS LABEL COMMAND...
+  local limit=$1 label=$2; shift 2
+  echo "== $label" | tee -a "$LOG"
+  timeout "$limit" "$@" >"$OUT/step.txt" 2>&1
+  local rc=$?
+  cat "$OUT/step.txt" >>"$LOG"
+  [ $rc -eq 124 ] && echo "   TIMED OUT after ${limit}s" | tee -a "$LOG"
+  echo "   rc=$rc; $(grep -E 'passed|failed|ERROR SUMMARY|RACECHECK SUMMARY|bit-exact|MISMATCH|geomean|clusters' "$OUT/step.txt" | tail -n 4 | tr '\n' ' ')" | tee -a "$LOG"
+}
+arch=$("$PY" -c "import torch; print('%d%d' % torch.cuda.get_device_capability())")
+echo "== $(nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader) (sm_$arch)" | tee -a "$LOG"
+
+if [ "$part" = checks ]; then
+  step 120 "max-active-clusters query (1- and 2-CTA clusters)" "$PY" -c \
+    "import torch, submission as s; torch.zeros(1, device='cuda'); print('clusters', [s.query_max_active_clusters(c, 0) for c in (1, 2)], 'SMs', torch.cuda.get_device_properties(0).multi_processor_count)"
+  if [ "${arch:0:2}" = 10 ]; then
+    step 300 "edge shapes, self-check on" env NVFP4_GEMM_SELF_CHECK=1 "$PY" "$EVAL" test tools/b200_edge_specs.txt
+    step 600 "edge shapes under memcheck" env NVFP4_GEMM_SELF_CHECK=1 compute-sanitizer --tool memcheck \
+      --target-processes all --report-api-errors no "$PY" "$EVAL" test tools/b200_edge_specs.txt
+  fi
+  step 400 "GPU tests" "$PY" -m pytest -q -m gpu ${GPU_TESTS:-tests/} -p no:cacheprovider
+  step 90 "eval.py test" "$PY" "$EVAL" test
+  step 120 "eval.py test, torch path" env NVFP4_GEMM_PATH=torch "$PY" "$EVAL" test
+  for tool in memcheck racecheck; do
+    step 200 "compute-sanitizer $tool" compute-sanitizer --tool $tool --report-api-errors no "$PY" tools/sanitize_case.py
+  done
+elif [ "$part" = bench ]; then
+  OLD="${2:-}"
+  if [ -z "$OLD" ]; then
+    step 300 "benchmark" "$PY" "$EVAL" benchmark --baselines --report "$OUT" --json "$OUT/bench.json"
+  else
+    for side in new old; do
+      rm -rf "/tmp/ab_$side" && mkdir -p "/tmp/ab_$side"
+      cp "$EVAL" "/tmp/ab_$side/eval.py" && cp reference.py utils.py task.py task.yml "/tmp/ab_$side/"
+    done
+    cp submission.py /tmp/ab_new/ && cp "$OLD" /tmp/ab_old/submission.py
+    i=0
+    for side in new old old new; do
+      i=$((i + 1))
+      (cd "/tmp/ab_$side" && step 150 "benchmark $i: $side" "$PY" eval.py benchmark --json "$OUT/bench_${i}_$side.json")
+    done
+    step 240 "warm-call host time, old against new" "$PY" tools/host_ab.py "$OLD" submission.py --rounds 6 --calls 500
+  fi
+fi
+echo "== fallback and self-check warnings (none expected):" | tee -a "$LOG"
+grep -h "nvfp4 grouped GEMM:" "$LOG" | sort | uniq -c | tee -a "$LOG" || true
+rm -f "$OUT/step.txt"
