@@ -33,6 +33,19 @@ class Fp4RowDecoder:
     over memory (9 bytes read, 32 written per 16 values), where the torch decode makes
     several (an int32 index, a gather, a multiply: about 10 bytes moved per value).
 
+    How it works:
+      1. The host lists one job per operand (decode_jobs: packed rows, scales, fp16 output,
+         16-value blocks, blocks per row, scale atoms per row) and uploads the table.
+      2. Each thread takes one 16-value block of one job: reads its scale byte from the
+         blocked atom (decode_scale_offset) and its 8 packed bytes (non-coherent loads).
+      3. It maps each byte to the f16x2 of its two values and the scale to an f16x2 pair,
+         through two 256-entry tables, multiplies, and stores 32 bytes.
+
+    Constraints: the kernels' layout (dense packed rows, the blocked scale allocation);
+    any GPU the CuTe DSL compiles for (no conversion instruction of one architecture).
+    An elementwise kernel in the CuTe DSL's style (examples/python/CuTeDSL/ampere/
+    elementwise_add.py in NVIDIA/cutlass), with inline-PTX loads and stores.
+
     Grid (blocks of the largest job / DECODE_THREADS, jobs): each thread one 16-value scale
     block of one job, its 8 packed bytes to 32 bytes of fp16. Table-driven, with no
     conversion instruction that only some GPUs have: a packed byte -> the f16x2 of its two

@@ -122,7 +122,7 @@ class WorkUnit(NamedTuple):
     cached schedule holds hundreds of units. Tracked objects that live on in caches count
     towards the next full collection, which walks every object of the process (about 0.2 s
     for a bare torch process on a 2-core CPU): a few hundred per new problem size cost
-    milliseconds per call on average (notes/measurements.md, seventeenth session)."""
+    milliseconds per call on average (measured: python tools/host_overhead.py --new-sizes)."""
 
     group: int
     tm: int  # tile index along M

@@ -325,6 +325,30 @@ def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 1
 class Sm100BlockScaledGroupedGemm:
     """Persistent, warp-specialized NVFP4 grouped GEMM (tcgen05 kind::mxf4nvf4.block_scale).
 
+    How it works:
+      1. init_descriptors (one CTA per group) writes each group's five TMA descriptors (A, B,
+         SFA, SFB, C) into a global table, once per set of pointers (the runner's cache).
+      2. The GEMM launches min(tiles, resident clusters) clusters of cta_group CTAs
+         (sm100_grid_ctas); each walks the host's static schedule rows t, t + clusters, ...
+         (group, tile along M, tile along N), with programmatic dependent launch.
+      3. The TMA warp loads a tile's A / B K-slices and their scale slices into an ab_stages
+         smem ring, through the group's descriptors.
+      4. The MMA warp copies the scales to TMEM and issues tcgen05.mma kind::mxf4nvf4
+         (2-CTA with cta_group 2) into one of acc_stages TMEM accumulators.
+      5. The four epilogue warps drain an accumulator (TMEM -> registers -> fp16 -> smem)
+         while the next tile's MMAs run, and TMA-store it to C, which clips partial tiles.
+      With swap_ab the weights (N) take the MMA's M and the tokens its N.
+
+    Constraints: K a multiple of 256 (SM100_TILE_K), N a multiple of 8 (16-byte C rows),
+    L == 1, M and N >= 1 per group; every tensor in the dense layout the descriptors
+    address, A / B / scales / C 16-byte aligned (is_valid_sm100_problem, the runner's
+    plan). The config must pass sm100_config_is_legal (TMEM columns, shared memory).
+
+    Follows CUTLASS's CuTe DSL example grouped_blockscaled_gemm.py
+    (https://github.com/NVIDIA/cutlass/blob/main/examples/python/CuTeDSL/blackwell/grouped_blockscaled_gemm.py):
+    its warp roles, pipelines and per-group descriptor updates, with descriptors built by
+    a separate kernel and a host-side static schedule instead of its tile scheduler.
+
     Warp roles (192 threads per CTA):
       warps 0-3 epilogue: TMEM acc -> regs -> fp16 -> smem -> TMA store (clips partial tiles)
       warp 4    MMA:      smem A/B + scales (smem -> TMEM) -> tcgen05.mma -> TMEM acc

@@ -70,6 +70,33 @@ def sw64(row, chunk):
 class Sm90Fp4GroupedGemm:
     """Swap-AB NVFP4 grouped GEMM, persistent over the host's static schedule.
 
+    Hopper has no FP4 tensor-core format, so the kernel decodes: E2M1 x E4M3 values are
+    exact in fp16, and an fp16 wgmma with fp32 accumulation gives the reference's sums.
+
+    How it works:
+      1. init_tensormaps (one CTA per group) writes each group's TMA descriptors (tokens,
+         weights, C), once per set of pointers.
+      2. Each CTA of the persistent grid reads its list of work units (whole tiles, or
+         split-K pieces) from the host's schedule, phase by phase of token width.
+      3. The producer warp TMA-loads packed tokens and weights and bulk-copies their scale
+         slabs into a stage ring.
+      4. The consumer warpgroups decode the weights straight into wgmma's A registers and
+         the tokens into an fp16 smem ring (wgmma's B), one K-tile ahead, and issue the
+         wgmmas (fp32 accumulators).
+      5. The epilogue scales the accumulators back (SM90_ACC_SCALE), converts to fp16 and
+         stores C by TMA from a staging box (the CTA's last tile with 16-byte stores); a
+         split tile's PARTIAL stores fp32 sums that its FIXUP adds.
+
+    Constraints: K a multiple of 256, L == 1, M and N >= 1 per group (sm90_is_valid_problem);
+    A / B / scales in the dense layout, 16-byte aligned (a C that is not is stored element
+    by element); the config must pass sm90_config_is_legal (tile shape, shared memory,
+    registers).
+
+    Follows CUTLASS's CuTe DSL example hopper/dense_gemm_persistent.py
+    (https://github.com/NVIDIA/cutlass/blob/main/examples/python/CuTeDSL/hopper/dense_gemm_persistent.py)
+    for the warp-specialized TMA / wgmma pipeline, with the operands decoded in the main
+    loop (the register-sourced wgmma form) instead of read from smem as they are.
+
     Weights (the large operand) are wgmma's A, decoded straight into its registers (the
     RS form), never to smem. Tokens are wgmma's B: the same consumer threads decode each
     packed K-tile of them into an fp16 smem buffer of a 3-deep ring, one K-tile ahead of
@@ -777,8 +804,8 @@ class Sm90Fp4GroupedGemm:
         one m64 block per WG (tile_n 128, 192). There it took 9 SASS instructions off the
         K-loop (348 -> 339) and measured 31.3 / 15.7 against 32.7 / 16.3 us on shapes 2 / 3;
         at tile_n 256 it took 12 off (504 -> 492) but ran shapes 0 / 1 at 110.7 / 70.3
-        against 109.8 / 69.7 us (two alternating rounds each, notes/measurements.md,
-        2026-12-01, eighth session, run 6), so 256 adds the offsets per access."""
+        against 109.8 / 69.7 us (two alternating rounds each of python eval.py
+        benchmark), so 256 adds the offsets per access."""
         return self.blocks == 1
 
     @cute.jit

@@ -339,11 +339,11 @@ def sm90_token_scale_selector(group, wpt: int):
     return sm90_scale_selector(0, 2) + 0x1111 * ((wpt * group) // 2)
 
 
-# Cost of a tile on the H200, measured (notes/measurements.md, 2026-12-01, second session):
+# Cost of a tile on the H200, measured (python tools/sm90_ktile_cost.py):
 # microseconds per 128-K K-tile by (tile_n, token rows), and a fixed cost per tile that takes
 # in its prologue, epilogue and pipeline fill. Only ratios matter: they pick the tile_n.
 # The narrower widths scale the full tile's figure by what one tile per CTA measured
-# (tools/sm90_ktile_cost.py, 2026-12-01, fifth session: 1.572 / 1.396 / 1.111 / 0.928 us at
+# (python tools/sm90_ktile_cost.py: 1.572 / 1.396 / 1.111 / 0.928 us at
 # tile_n 256 and 1.028 / 0.861 / 0.763 / 0.539 at 128 for 128 / 96 / 64 / 32 tokens): the
 # weight decode, the same at every width, keeps narrow tiles dear.
 # (256, 96) is fit, not scaled: at the measured ratio (1.53) the model gives shape 1 the
@@ -355,9 +355,9 @@ SM90_KTILE_US = {
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
 # 96-row token tiles at tile_n 192 (all three WGs decode), measured one tile per CTA
-# (tools/sm90_ktile_cost.py, thirteenth session): 0.967 / 0.840 / 0.752 us per K-tile at
-# 96 / 64 / 32 tokens, in this table's units x 1.058 (its (192, 128) entry against that
-# session's one-tile 1.267 us). Per MAC that is tile_n 128's rate (0.837 us per 128 x 128
+# (python tools/sm90_ktile_cost.py): 0.967 / 0.840 / 0.752 us per K-tile at
+# 96 / 64 / 32 tokens, in this table's units x 1.058 (its (192, 128) entry against the same
+# run's one-tile 1.267 us). Per MAC that is tile_n 128's rate (0.837 us per 128 x 128
 # K-tile then): it decodes as many values per MAC, 1/96 + 1/192 = 2/128, though its K-loop
 # has 277 SASS instructions per warp against 338.
 SM90_KTILE_US_96_TOKENS = {(192, 96): 1.02, (192, 64): 0.89, (192, 32): 0.80}
@@ -368,20 +368,20 @@ SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # rows, between 128's 1.03 and 256's 0.78, and the model cannot tell it apart reliably.
 # tile_n 192 at 96 tokens (all three WGs decode tokens) measured slower on all four
 # shapes too: whole 150.7 / 77.7 / 34.8 / 17.4 us, K-range 131.6 / 69.9 / 32.8 / 17.9,
-# against the chosen 109.1 / 69.3 / 29.4 / 15.3 (thirteenth session, two rounds alike).
+# against the chosen 109.1 / 69.3 / 29.4 / 15.3 (python eval.py benchmark, two rounds alike).
 SM90_TILE_N_CHOICES = (128, 256)
 # Narrow phases the chooser offers, the preferred first (it wins a model tie). (96, 64)
 # ran shape 0 at 116.9 against 124.9 us kernel with (64,) (tile_n 256 K-range), and it is
 # faster even where no tile uses its 96 phase: shapes 2 / 3 at tile_n 128 ran 30.6 / 15.3,
 # 30.6 / 15.2, 30.5 / 15.3 us against 31.2 / 15.6, 31.2 / 15.6, 31.3 / 15.5 with (64,)
-# (three alternating rounds, notes/measurements.md, 2026-12-01, tenth session), with the
+# (three alternating rounds of python eval.py benchmark), with the
 # same K-loop (338 against 339 SASS instructions): not explained.
 SM90_NARROW_CHOICES = ((96, 64), (64,))
 
 
 # A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the
-# FIXUP's wait where both pieces run at once. Fit to the H200 (notes/measurements.md,
-# 2026-12-01, fourth session): with 2.5 the model picks the measured-best config on all
+# FIXUP's wait where both pieces run at once. Fit to the H200 (python tools/sm90_sweep.py):
+# with 2.5 the model picks the measured-best config on all
 # four benchmark shapes.
 SM90_FIXUP_US = {256: 2.5, 192: 1.8, 128: 1.2}
 # Widths the chooser offers K-range (k_range_units) at. At tile_n 128 it measured slower
@@ -391,7 +391,7 @@ SM90_K_RANGE_TILE_N = (256,)
 # At tile_n 128 a problem of one wave (no more tiles than SMs) is offered split pieces cut
 # by balanced_units instead: the long tiles' heads go to the idle and short CTAs, one split
 # per long tile, every tile running at once (so the split keeps L2 sharing). Against whole
-# tiles (notes/measurements.md, 2026-12-01, eleventh session, run 9, two rounds each):
+# tiles (python eval.py benchmark, two rounds each):
 # shape 2 29.6 / 29.6 against 30.5 / 30.5 us; G = 2 M = (64, 128) N = 2048 K = 4096
 # 20.3 / 20.3 against 29.9 / 29.7; G = 1 M = 300 N = 4096 K = 4096 26.3 / 26.2 against
 # 30.5 / 30.4; G = 2 M = (64, 200) N = 4096 K = 2048 17.3 / 17.3 against 18.0 / 17.9.
@@ -399,7 +399,7 @@ SM90_K_RANGE_TILE_N = (256,)
 # 160.5 us against 109.1 with k_range_units), so it is not used there.
 SM90_BALANCED_TILE_N = (128,)
 # balanced_units sets its split points from these: the K-tile costs tools/sm90_ktile_cost.py
-# measured at tile_n 128 (ninth session) by token width, and a unit / split cost. Shape 2
+# measured at tile_n 128 by token width, and a unit / split cost. Shape 2
 # ran the same within 0.2 us with (unit, split) = (1.0, 0.8), (0.5, 0.5), (1.5, 1.0) and
 # (0.7, 1.4); the chooser's fitted table above (which ranks configs) cut its heads too
 # short: 30.4-30.5 us.

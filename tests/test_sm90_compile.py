@@ -57,8 +57,8 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
 
 
 # SASS instructions per K-tile of the first phase's K-loop (DSL 4.8.1's own compile). The
-# K-loop is bound by how many instructions its warps issue (notes/measurements.md,
-# 2026-12-01, eighth session): a change that grows it must be measured, then this raised.
+# K-loop is bound by how many instructions its warps issue (python tools/sm90_ktile_cost.py
+# against python tools/sm90_sass.py): a change that grows it must be measured, then this raised.
 SM90_K_LOOP_BUDGET = [
     ({"tile_n": 128, "narrow": (64,)}, 339),  # the chosen config of shapes 2 and 3
     ({"tile_n": 256, "split_k": True, "narrow": (96, 64)}, 504),  # shape 0's

@@ -348,12 +348,12 @@ def test_makespan_model_follows_the_round_robin():
 def test_config_choice_on_the_benchmarks(case, tile_n, split_k, narrow):
     """The measured-best config per benchmark shape on the H200. Tile width and split
     (kernel us, pdl=0, shapes 0-3): 128 whole 144.8 / 86.2 / 33.3 / 16.9, 256 whole 150.5 /
-    79.5 / 54.8 / 24.5, 256 K-range 123.3 / 74.7 / 34.6 / 20.7 (notes/measurements.md,
-    fourth session). Narrow phases (event us, tenth session): at 256 K-range (96, 64)
-    108.9 / 69.4 against (64,) 110.5 / 69.5 (shapes 0 / 1, run 3); at 128, (96, 64) 30.6 /
-    15.3 against (64,) 31.2 / 15.6 (shapes 2 / 3, three alternating rounds, run 4), though
+    79.5 / 54.8 / 24.5, 256 K-range 123.3 / 74.7 / 34.6 / 20.7 (python tools/sm90_sweep.py).
+    Narrow phases (event us, python eval.py benchmark): at 256 K-range (96, 64)
+    108.9 / 69.4 against (64,) 110.5 / 69.5 (shapes 0 / 1); at 128, (96, 64) 30.6 /
+    15.3 against (64,) 31.2 / 15.6 (shapes 2 / 3, three alternating rounds), though
     no tile of shapes 2 and 3 uses the 96 phase. Shape 2 split by balanced_units (event
-    us, eleventh session): 29.4 / 29.4 against 30.5 / 30.5 whole; shape 3 has nothing to
+    us): 29.4 / 29.4 against 30.5 / 30.5 whole; shape 3 has nothing to
     balance (128 equal tiles), so its split config models the same and whole wins."""
     from cases import task_cases
 
@@ -481,7 +481,7 @@ def test_trace_gap_table_orders_points_by_time():
      ((64, 200), 4096, 2048, 128, True)],  # 128 tiles: 17.3 against 17.9
 )
 def test_config_choice_on_one_wave_shapes(m, n, k, tile_n, split_k):
-    """Measured on the H200 (notes/measurements.md, eleventh session, two rounds)."""
+    """Measured on the H200 (python eval.py benchmark on these specs, two rounds)."""
     sizes = [(mm, n, k, 1) for mm in m]
     cfg = sm90_config.choose_sm90_config(sizes, 132)
     assert (cfg.tile_n, cfg.split_k) == (tile_n, split_k)

@@ -50,7 +50,7 @@ def measure(S) -> dict:
             t0 = time.process_time()
             for sizes in problems:
                 S._sm90_work_schedule.cache_clear()
-                if hasattr(S, "_sm90_tiles"):  # files from the sixteenth session on
+                if hasattr(S, "_sm90_tiles"):  # files that cache the tile lists
                     S._sm90_tiles.cache_clear()
                 S.choose_sm90_config(sizes, 132)
             best = min(best, (time.process_time() - t0) / len(problems) * 1e3)

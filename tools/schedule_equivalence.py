@@ -43,7 +43,7 @@ def problems() -> list[tuple]:
 
 def plain(ws) -> tuple:
     """A WorkSchedule as plain tuples (units, phase starts, slots), comparable between two
-    versions of the class (its units were WorkUnits in a field named ctas until the seventeenth session)."""
+    versions of the class (its units were WorkUnits in a field named ctas in older commits)."""
     return tuple(tuple(map(tuple, cta)) for cta in ws.ctas), ws.starts, ws.num_slots
 
 

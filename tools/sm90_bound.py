@@ -6,8 +6,7 @@ this kernel design (any schedule), to set against the fp16 roofline and the goal
     python tools/sm90_bound.py [--ceiling 762.5]
 
 Costs per 128-K K-tile (us, H200, kernel time at pdl 0): one tile per CTA, the slope over
-K = 1024 and 4096 (`python tools/sm90_ktile_cost.py`, fifteenth session, run 6,
-notes/h200/2026-12-01o/run6_ktile_cost.log). The same run's intercepts, a tile's fixed
+K = 1024 and 4096 (`python tools/sm90_ktile_cost.py`). The same run's intercepts, a tile's fixed
 cost with the launch, were 4.7-4.9 us at tile_n 128 and 6.1-7.0 at 256; the bound leaves
 them out.
 """

@@ -14,7 +14,7 @@ one needs no new measurement.
 --same-loops-as is the weaker check for a change outside the main loops (a prologue, an
 argument): whether every wgmma loop's SASS is the same instruction for instruction, with
 its registers, in the same order, once code addresses are masked. ptxas's schedule of the
-same loop has measured 2-3 % apart (notes/measurements.md, tenth session), so a change
+same loop has measured 2-3 % apart (docs/performance.md), so a change
 whose loops differ needs timing; one whose loops are identical differs only outside them.
 
 Needs ptxas (CUDA toolkit) for the register report and cuobjdump for the SASS; cuobjdump

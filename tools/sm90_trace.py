@@ -30,7 +30,7 @@ K-tile's weights are loaded and the stage released; `next` is the next K-tile's 
 A gap is all the warp did between two stamps: wait1 comes after decoding and storing token
 words 0, 1 as well as after group 1's wait_group.
 The stamps cost about 2 % at tile_n 128 and up to 9 % at 256 (traced against untraced
-kernel time, notes/measurements.md), so compare traced runs with traced runs.
+kernel time, docs/performance.md), so compare traced runs with traced runs.
 """
 
 import argparse
@@ -364,9 +364,9 @@ TIMELINE_CASES = {
 def run(out: Path, timeline: bool = False, module: Path = ROOT / "submission.py", only: str = "") -> None:
     """Each case once to compile and check, then traced: right after an identical run (L2
     warm: the check in between evicts it, so that run is repeated), and (timeline) again
-    after flushing L2 the way eval.py's benchmark does before its calls. The timelines of
-    the seventh session (notes/h200/2026-12-01g, runs 1-6) predate that repeat: their
-    "warm" rows ran after the check, with L2 cold."""
+    after flushing L2 the way eval.py's benchmark does before its calls. Timelines taken before
+    that repeat existed (before 2444083) ran their "warm" rows after the check, with L2
+    cold."""
     import torch
 
     import reference
