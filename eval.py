@@ -9,13 +9,36 @@ the time budget ends) and exits 0 when everything passes, 112 otherwise.
 
 Human mode (no POPCORN_FD):
     python eval.py test                      # the 10 task.yml tests, a readable table
-    python eval.py benchmark [--baselines] [--report docs/]
+    python eval.py benchmark [--baselines] [--report docs/] [SPECFILE | SPEC ...]
     python eval.py leaderboard
     python eval.py test "m: [96]; n: [128]; k: [256]; g: 1; seed: 7"
-runs task.yml's cases (or the given spec lines) and prints tables: pass/fail and the
-worst mismatch for tests; mean and best time, TFLOP/s, the ratio to the B200 speed of
-light and to this machine's fp16 ceiling (measured in the same run) for benchmarks. It
-works on a CPU-only machine, with fewer timing repeats (the output says so).
+runs task.yml's cases (or the given spec lines and spec files; options and specs in any
+order) and prints tables: pass/fail and the worst mismatch for tests; mean and best time,
+TFLOP/s and the ratio to this machine's roofline (measured in the same run) for benchmarks,
+and on a B200 the ratio to task.yml's speed of light. It works on a CPU-only machine, with
+fewer timing repeats; it then says up front what it will run and about how long it takes.
+
+Specs: one case per line, `m: [..]; n: [..]; k: [..]; g: G; seed: S`. A case that
+generate_input cannot build (a missing or unknown field, lists that are not g integers, a
+negative M or N, K not a positive multiple of 16) fails with one line saying why. M = 0
+and N = 0 are legal empty groups (an empty c, nothing to compare), as in custom_kernel.
+A case that raises (custom_kernel's ValueError names the group and the field), mismatches
+or runs past its time limit fails with its message, and the other cases still run; in
+protocol mode every case gets its lines and the `check:` line is always written. No
+traceback is printed unless `--traceback` is given (in either mode).
+
+Time limit per case: EVAL_TIMEOUT_S seconds (0: none). Unset, protocol mode uses the
+leaderboard's limit for the whole mode (test and benchmark 180 s, leaderboard 300 s) and
+human mode has none. A case past it fails and its worker process is replaced.
+
+Exit status (both modes): 0 every case passed; 112 a case failed; 113 the spec file cannot
+be read or a line of it does not parse (`garbage`), as the leaderboard's eval does (it stops
+before running anything; this one also writes `check: fail` to the descriptor); 2 a wrong
+command line.
+
+The roofline of a case is the larger of its FLOPs / peak and its bytes / bandwidth, both
+measured in the same run: on a GPU the best of a few large fp16 torch.mm and a large device
+copy, on a CPU fp32 torch.mm and a CPU copy. The table says which bound holds.
 """
 
 from __future__ import annotations
@@ -30,6 +53,7 @@ import os
 import re
 import sys
 import time
+import traceback
 from pathlib import Path
 
 # Disable CuTe DSL file caching for more stable benchmarking (as the leaderboard does).
@@ -41,17 +65,10 @@ from reference import check_implementation, generate_input, ref_kernel  # noqa: 
 from utils import clear_l2_cache_large as clear_l2_cache  # noqa: E402
 from utils import set_seed  # noqa: E402
 
-try:
-    from cutlass._mlir.ir import MLIRError
-    from cutlass.cute.nvgpu.common import OpError
-
-    UNSERIALIZABLE_EXCEPTIONS: tuple = (OpError, MLIRError)
-except ImportError:  # no CuTe DSL on this machine: nothing DSL-specific to catch
-    UNSERIALIZABLE_EXCEPTIONS = ()
-
 NUM_ITERATIONS_PER_BENCHMARK = 15
 HERE = Path(__file__).resolve().parent
 RTOL = ATOL = 1e-3
+SF_VEC_SIZE = 16  # one E4M3 scale per 16 K values
 # B200 speed of light per leaderboard benchmark (task.yml), keyed by (m, n, k).
 B200_SPEED_OF_LIGHT_US = {
     ((80, 176, 128, 72, 64, 248, 96, 160), (4096,) * 8, (7168,) * 8): 18.833,
@@ -61,6 +78,12 @@ B200_SPEED_OF_LIGHT_US = {
 }
 # CPU timing: the leaderboard repeats up to 100 times; a CPU-only run keeps this short.
 CPU_MAX_REPEATS = 2
+# The leaderboard's time limit for each mode, in seconds: the default limit per case here.
+MODE_TIME_LIMIT_S = {"test": 180, "benchmark": 180, "leaderboard": 300}
+EXIT_FAIL = 112
+EXIT_BAD_SPEC_FILE = 113
+EXIT_USAGE = 2
+SPEC_FIELDS = ("m", "n", "k", "g", "seed")
 
 
 def _init_worker():
@@ -71,6 +94,7 @@ class PopcornOutput:
     def __init__(self, fd: int):
         self.file = os.fdopen(fd, "w")
         os.set_inheritable(fd, False)
+        self.checked = False
 
     def __enter__(self):
         return self
@@ -84,11 +108,21 @@ class PopcornOutput:
     def log(self, key, value):
         self.print(f"{key}: {value}")
 
+    def finish(self, passed: bool) -> int:
+        """The final `check:` line; the exit status that goes with it."""
+        self.log("check", "pass" if passed else "fail")
+        self.checked = True
+        return 0 if passed else EXIT_FAIL
+
 
 @dataclasses.dataclass
 class TestCase:
     args: dict
     spec: str
+
+
+class SpecFileError(Exception):
+    """A spec file that cannot be read, or a line that does not parse (exit status 113)."""
 
 
 def _combine(a: int, b: int) -> int:
@@ -100,12 +134,16 @@ _SPEC_PART = r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]
 
 
 def parse_spec(line: str) -> dict:
-    """`m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111` -> dict."""
+    """`m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111` -> dict.
+
+    Raises ValueError on a part that is not `key: value`. A value that is neither an
+    integer nor a list of integers stays a string; spec_problem says what is wrong with it.
+    """
     case = {}
     for part in line.split(";"):
         matched = re.fullmatch(_SPEC_PART, part)
         if not matched:
-            raise ValueError(f"invalid test case: '{line}': '{part}'")
+            raise ValueError(f"invalid test case: '{line}': '{part}' is not `key: value`")
         key, val = matched[1], matched[2]
         try:
             val = int(val)
@@ -127,26 +165,66 @@ def spec_line(case: dict) -> str:
     return "; ".join(f"{k}: {fmt(v)}" for k, v in case.items())
 
 
-def get_test_cases(file_name: str, seed: int | None) -> list[TestCase]:
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def spec_problem(args: dict) -> str:
+    """What keeps generate_input from building this case, or "" when nothing does.
+
+    Messages name the field (and the group), as custom_kernel's ValueErrors do. M = 0 and
+    N = 0 are legal empty groups.
+    """
+    missing = [f"'{f}'" for f in SPEC_FIELDS if f not in args]
+    if missing:
+        return f"missing {'field' if len(missing) == 1 else 'fields'} {', '.join(missing)}"
+    unknown = [f"'{f}'" for f in args if f not in SPEC_FIELDS]
+    if unknown:
+        return f"unknown {'field' if len(unknown) == 1 else 'fields'} {', '.join(unknown)}"
+    for field in ("g", "seed"):
+        if not _is_int(args[field]):
+            return f"field '{field}': expected an integer, got {args[field]!r}"
+    g = args["g"]
+    if g < 1:
+        return f"field 'g': g = {g}; a case has at least one group"
+    for field in ("m", "n", "k"):
+        sizes = args[field]
+        if not isinstance(sizes, (tuple, list)) or not all(_is_int(s) for s in sizes):
+            return f"field '{field}': expected a list of {_plural(g, 'integer')}, got {sizes!r}"
+        if len(sizes) != g:
+            return f"field '{field}': {_plural(len(sizes), 'size')}, but g = {g}"
+    for group, (m, n, k) in enumerate(zip(args["m"], args["n"], args["k"])):
+        for field, size in (("m", m), ("n", n)):
+            if size < 0:
+                return f"group {group}: field '{field}': {field.upper()} = {size} is negative"
+        if k <= 0 or k % SF_VEC_SIZE:
+            return f"group {group}: field 'k': K = {k} is not a positive multiple of {SF_VEC_SIZE}"
+    return ""
+
+
+def read_spec_file(file_name: str) -> list[TestCase]:
+    """The cases of a spec file, one a line; SpecFileError names the file and the line."""
     try:
         content = Path(file_name).read_text()
     except Exception as e:
-        print(f"Could not open test file`{file_name}`: {e}", file=sys.stderr)
-        exit(113)
+        raise SpecFileError(f"Could not open test file `{file_name}`: {e}") from None
     tests = []
-    for line in content.splitlines():
+    for number, line in enumerate(content.splitlines(), 1):
         try:
             tests.append(TestCase(spec=line, args=parse_spec(line)))
         except ValueError as e:
-            print(e, file=sys.stderr)
-            exit(113)
-    return _apply_secret_seed(tests, seed)
+            raise SpecFileError(f"{file_name}, line {number}: {e}") from None
+    return tests
 
 
 def _apply_secret_seed(tests: list[TestCase], seed: int | None) -> list[TestCase]:
     if seed is not None:
         for test in tests:
-            if "seed" in test.args:
+            if _is_int(test.args.get("seed")):
                 test.args["seed"] = _combine(test.args["seed"], seed)
     return tests
 
@@ -188,34 +266,213 @@ def _synchronize():
         torch.cuda.synchronize()
 
 
+# --------------------------------------------------------------------------------------
+# FLOPs, bytes and the roofline (plain math, tested on the CPU)
+# --------------------------------------------------------------------------------------
 def flops_of(args: dict) -> int:
     return sum(2 * m * n * k for m, n, k in zip(args["m"], args["n"], args["k"]))
+
+
+def scale_bytes(rows: int, k: int) -> int:
+    """Bytes of one operand's E4M3 scales in the blocked layout: whole atoms of 128 rows x
+    4 scales (512 bytes), padding included."""
+    row_atoms = -(-rows // 128)
+    col_atoms = -(-(k // SF_VEC_SIZE) // 4)
+    return row_atoms * col_atoms * 512
+
+
+def bytes_of(args: dict) -> int:
+    """Bytes a call moves at the least: A and B in FP4 (K/2 bytes a row), their blocked
+    scales, and C written in fp16."""
+    total = 0
+    for m, n, k in zip(args["m"], args["n"], args["k"]):
+        total += (m + n) * k // 2 + scale_bytes(m, k) + scale_bytes(n, k) + 2 * m * n
+    return total
+
+
+@dataclasses.dataclass
+class Roofline:
+    """A machine's ceilings, measured in the run that uses them."""
+
+    tflops: float  # the peak: the best matmul rate seen
+    label: str  # what the peak is (dtype, shapes, device)
+    gbps: float  # the bandwidth: bytes read + written per second by a large copy, in GB/s
+    bandwidth_label: str
+
+
+def roofline_time(flops: float, nbytes: float, roof: Roofline) -> tuple[float, str]:
+    """Seconds at the roofline and the bound that sets them: "flops" when FLOPs / peak is
+    the larger, else "bytes" (bytes / bandwidth)."""
+    compute = flops / (roof.tflops * 1e12)
+    memory = nbytes / (roof.gbps * 1e9)
+    return (compute, "flops") if compute >= memory else (memory, "bytes")
+
+
+# Large fp16 GEMMs (M, N, K) whose best rate is the GPU's peak: no cuBLAS call beats it.
+GPU_PEAK_SHAPES = ((8192, 8192, 8192), (16384, 16384, 16384), (8192, 16384, 8192))
+CPU_PEAK_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048))
+GPU_COPY_BYTES = 2 << 30  # a copy of 2 GiB: 4 GiB read + written
+CPU_COPY_BYTES = 256 << 20
+
+
+def _best_seconds(fn, reps: int) -> float:
+    """The fastest of `reps` calls of fn after one warm-up call: CUDA events on a GPU, the
+    host clock on a CPU."""
+    fn()
+    times = []
+    for _ in range(reps):
+        if torch.cuda.is_available():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _shape_text(shapes) -> str:
+    return ", ".join("x".join(str(d) for d in shape) for shape in shapes)
+
+
+def measure_peak() -> tuple[float, str]:
+    """The best torch.mm rate in TFLOP/s over a few large GEMMs, and its label: fp16 on a
+    GPU, fp32 on a CPU (which has no fast fp16 path)."""
+    cuda = torch.cuda.is_available()
+    device, dtype = ("cuda", torch.float16) if cuda else ("cpu", torch.float32)
+    shapes = GPU_PEAK_SHAPES if cuda else CPU_PEAK_SHAPES
+    best = 0.0
+    for m, n, k in shapes:
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        seconds = _best_seconds(lambda a=a, b=b: a @ b, reps=10 if cuda else 3)
+        best = max(best, 2 * m * n * k / seconds / 1e12)
+        del a, b
+    if cuda:
+        label = f"fp16 torch.mm on {torch.cuda.get_device_name()}, best of {_shape_text(shapes)}"
+    else:
+        label = f"the CPU's fp32 torch.mm ({os.cpu_count()} cores), best of {_shape_text(shapes)}"
+    return best, label
+
+
+def measure_bandwidth() -> tuple[float, str]:
+    """Bytes read + written per second by a large copy, in GB/s, and its label."""
+    if torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        size = min(GPU_COPY_BYTES, free // 4)
+        src = torch.ones(size, dtype=torch.uint8, device="cuda")
+        where = f"a device copy on {torch.cuda.get_device_name()}"
+    else:
+        size = CPU_COPY_BYTES
+        src = torch.ones(size, dtype=torch.uint8)  # written, so that reads hit real pages
+        where = "a CPU copy"
+    dst = torch.empty_like(src)
+    seconds = _best_seconds(lambda: dst.copy_(src), reps=5)
+    return 2 * size / seconds / 1e9, f"{where} of {size / 2**30:.2g} GiB, read + written"
+
+
+def measure_roofline() -> Roofline:
+    tflops, label = measure_peak()
+    gbps, bandwidth_label = measure_bandwidth()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # the benchmarks' L2 flush sizes itself by free memory
+    return Roofline(tflops, label, gbps, bandwidth_label)
+
+
+def sol_mode(device_name: str | None) -> str:
+    """How to show task.yml's B200 speed of light: "ratio" on a B200, "figure" (the B200's
+    number, no ratio) on another GPU, "none" on a CPU (device_name None)."""
+    if device_name is None:
+        return "none"
+    return "ratio" if "B200" in device_name else "figure"
+
+
+# A CPU benchmark: per case, each of its 15 inputs is made, run and checked once, then timed
+# CPU_MAX_REPEATS times (and rechecked each time in leaderboard mode); --baselines times the
+# exact path as often again. On the CPU the torch path and the reference both decode A and
+# B to fp32 with elementwise passes and then multiply, so a call or a check costs about
+# (FLOPs + CPU_DECODE_FLOPS * FP4 values decoded) / the fp32 matmul peak. The constant is
+# fitted on task.yml's four benchmarks (a 2-core CPU: 11 min measured, 11 min estimated,
+# within 1.7x per shape); the estimate is a rough guide.
+CPU_DECODE_FLOPS = 5000
+
+
+def cpu_call_seconds(args: dict, roof: Roofline) -> float:
+    """About how long one torch-path call, or one check, of this case takes on a CPU."""
+    decoded = sum((m + n) * k for m, n, k in zip(args["m"], args["n"], args["k"]))
+    return (flops_of(args) + CPU_DECODE_FLOPS * decoded) / (roof.tflops * 1e12)
+
+
+def cpu_calls_per_benchmark(recheck: bool, baselines: bool) -> int:
+    """Calls and checks of one benchmark case on a CPU, as human_benchmarks runs it."""
+    timed = CPU_MAX_REPEATS * (2 if recheck else 1) + (CPU_MAX_REPEATS if baselines else 0)
+    return NUM_ITERATIONS_PER_BENCHMARK * (2 + timed)
 
 
 # --------------------------------------------------------------------------------------
 # Worker-side functions (run in the spawned process)
 # --------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class CaseError:
+    """A case that raised, or ran past its time limit, instead of giving a result."""
+
+    message: str
+
+
+def one_line(text: str) -> str:
+    """Text on one line (a protocol value must not hold a newline)."""
+    return " | ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def _guarded(fn, args: tuple, show_traceback: bool):
+    """fn(*args) in the worker; an exception becomes a CaseError with its type and message
+    (some exceptions, the CuTe DSL's among them, do not survive the trip back)."""
+    try:
+        return fn(*args)
+    except (Exception, SystemExit) as e:
+        if show_traceback:
+            traceback.print_exc()
+        return CaseError(one_line(f"{type(e).__name__}: {e}"))
+
+
+def _ping() -> bool:
+    return True
+
+
 def _run_single_test(test: TestCase):
     from submission import custom_kernel
 
     data = generate_input(**test.args)
     _synchronize()
-    try:
-        submission_output = custom_kernel(_clone_data(data))
-    except UNSERIALIZABLE_EXCEPTIONS as e:
-        print(f"Encountered {e}", file=sys.stderr)
-        return False, str(e)
+    submission_output = custom_kernel(_clone_data(data))
     _synchronize()
     return check_implementation(data, submission_output)
 
 
+def _same_shapes(outputs, expected) -> bool:
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(expected):
+        return False
+    return all(
+        isinstance(o, torch.Tensor) and o.shape == r.shape for o, r in zip(outputs, expected)
+    )
+
+
 def worst_mismatch(outputs, expected) -> dict:
-    """The element with the largest |out - ref| / (atol + rtol |ref|) over all groups."""
+    """The element with the largest |out - ref| / (atol + rtol |ref|) over all groups; an
+    empty group (M = 0 or N = 0) has none. group is None when every group is empty."""
     worst = {"ratio": 0.0, "group": None, "index": None, "got": None, "expected": None}
     for g, (out, ref) in enumerate(zip(outputs, expected)):
+        if ref.numel() == 0:
+            continue
         out32, ref32 = out.float().to(ref.device), ref.float()
         ratio = (out32 - ref32).abs() / (ATOL + RTOL * ref32.abs())
-        ratio = torch.where(torch.isnan(out32) == torch.isnan(ref32), ratio.nan_to_num(0.0), math.inf)
+        ratio = torch.where(
+            torch.isnan(out32) == torch.isnan(ref32), ratio.nan_to_num(0.0), math.inf
+        )
         value, flat = ratio.flatten().max(dim=0)
         if value.item() > worst["ratio"] or worst["group"] is None:
             idx = tuple(int(i) for i in torch.unravel_index(flat, ratio.shape))
@@ -236,15 +493,13 @@ def _run_single_test_detailed(test: TestCase) -> dict:
     data = generate_input(**test.args)
     _synchronize()
     start = time.perf_counter()
-    try:
-        output = custom_kernel(_clone_data(data))
-        _synchronize()
-    except Exception as e:  # reported in the table, not raised
-        return {"ok": False, "message": f"{type(e).__name__}: {e}", "worst": None, "seconds": 0.0}
+    output = custom_kernel(_clone_data(data))
+    _synchronize()
     seconds = time.perf_counter() - start
     expected = ref_kernel(_clone_data(data))
     ok, message = check_implementation(data, output)
-    return {"ok": ok, "message": message, "worst": worst_mismatch(output, expected), "seconds": seconds}
+    worst = worst_mismatch(output, expected) if _same_shapes(output, expected) else None
+    return {"ok": ok, "message": message, "worst": worst, "seconds": seconds}
 
 
 class _Timer:
@@ -317,11 +572,8 @@ def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_t
     data_list = _benchmark_inputs(test)
     check_copy = _clone_data(data_list)
     outputs = []
-    try:
-        for data in data_list:
-            outputs.append(custom_kernel(_clone_data(data)))
-    except UNSERIALIZABLE_EXCEPTIONS as e:
-        return f"Encountered {e}"
+    for data in data_list:
+        outputs.append(custom_kernel(_clone_data(data)))
     for reference_output, custom_output in zip(check_copy, outputs):
         good, message = check_implementation(reference_output, custom_output)
         if not good:
@@ -363,40 +615,66 @@ def _run_single_profile_ncu(test: TestCase) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Ceilings and baselines (human mode)
+# The worker process
 # --------------------------------------------------------------------------------------
-def measure_fp16_ceiling() -> dict:
-    """Dense fp16 GEMM rate of this machine, in TFLOP/s: 8192^3 on a GPU (median of 10
-    after warm-up), fp32 2048^3 on a CPU (which has no fast fp16 path)."""
-    if torch.cuda.is_available():
-        n, dtype, reps = 8192, torch.float16, 10
-        a = torch.randn(n, n, device="cuda", dtype=dtype)
-        b = torch.randn(n, n, device="cuda", dtype=dtype)
-        for _ in range(3):
-            a @ b
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            a @ b
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
-        label = f"fp16 {n}^3 torch.mm on {torch.cuda.get_device_name()}"
-    else:
-        n, dtype, reps = 2048, torch.float32, 5
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        a @ b
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        label = f"fp32 {n}^3 torch.mm on the CPU ({os.cpu_count()} cores)"
-    seconds = sorted(times)[len(times) // 2]
-    return {"tflops": 2 * n**3 / seconds / 1e12, "label": label}
+class CaseRunner:
+    """Runs worker functions in one spawned process, as the leaderboard does. run() gives
+    the function's result, or a CaseError when it raised or ran past timeout_s (the worker
+    is then ended, and the next run starts a new one)."""
+
+    def __init__(self, timeout_s: float | None, show_traceback: bool = False):
+        self.timeout_s = timeout_s
+        self.show_traceback = show_traceback
+        self._context = multiprocessing.get_context("spawn")
+        self._pool = None
+
+    def _started_pool(self):
+        if self._pool is None:
+            self._pool = self._context.Pool(1, initializer=_init_worker)
+            self._pool.apply(_ping)  # the worker's start-up (imports) is not counted against a case
+        return self._pool
+
+    def run(self, fn, *args):
+        pending = self._started_pool().apply_async(_guarded, (fn, args, self.show_traceback))
+        try:
+            return pending.get(self.timeout_s)
+        except multiprocessing.TimeoutError:
+            self.close()
+            return CaseError(f"timed out after {self.timeout_s:g} s (EVAL_TIMEOUT_S)")
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        self.close()
 
 
+def case_timeout_s(mode: str, protocol: bool) -> float | None:
+    """EVAL_TIMEOUT_S (0: none); unset, the leaderboard's limit for the mode in protocol
+    mode (none for profile, whose limit is not known here) and none in human mode."""
+    value = os.getenv("EVAL_TIMEOUT_S")
+    if value:
+        return float(value) or None
+    return MODE_TIME_LIMIT_S.get(mode) if protocol else None
+
+
+def run_case(runner: CaseRunner, test: TestCase, worker, *args):
+    """worker(test, *args) in the worker process, or a CaseError: a raise, a timeout, or a
+    spec that generate_input cannot build (not run)."""
+    problem = spec_problem(test.args)
+    if problem:
+        return CaseError(f"invalid spec: {problem}")
+    return runner.run(worker, test, *args)
+
+
+# --------------------------------------------------------------------------------------
+# Baselines (human mode)
+# --------------------------------------------------------------------------------------
 def _dequantized(data, dtype=torch.bfloat16):
     """Per group (A, B) as bf16 or fp16 (both exact: every FP4 x E4M3 value has at most 6
     significant bits and lies within fp16's normal range), for the pre-dequantized
@@ -406,7 +684,12 @@ def _dequantized(data, dtype=torch.bfloat16):
     abc, _, sfr, sizes = data
     out = []
     for (a, b, _), (sfa, sfb), (_, _, k, _) in zip(abc, sfr, sizes):
-        out.append((_dequantize_rows(a[:, :, 0], sfa, k).to(dtype), _dequantize_rows(b[:, :, 0], sfb, k).to(dtype)))
+        out.append(
+            (
+                _dequantize_rows(a[:, :, 0], sfa, k).to(dtype),
+                _dequantize_rows(b[:, :, 0], sfb, k).to(dtype),
+            )
+        )
     return out
 
 
@@ -451,7 +734,11 @@ def _run_baselines(test: TestCase) -> dict:
         try:
             stats = time_calls(
                 lambda x: torch._grouped_mm(x[0], x[1], offs=x[2], out_dtype=torch.bfloat16),
-                grouped, False, None, 50, 2e9,
+                grouped,
+                False,
+                None,
+                50,
+                2e9,
             )
             results["torch._grouped_mm bf16 (pre-dequantized)"] = stats.mean
         except RuntimeError as e:
@@ -464,93 +751,124 @@ def _run_baselines(test: TestCase) -> dict:
 # --------------------------------------------------------------------------------------
 # Protocol mode
 # --------------------------------------------------------------------------------------
-def run_testing(logger: PopcornOutput, pool, tests: list[TestCase]) -> int:
+def _log_failure(logger: PopcornOutput, kind: str, idx: int, test: TestCase, message: str) -> None:
+    """A failed case's lines on the descriptor, and one line on stderr for whoever watches."""
+    logger.log(f"{kind}.{idx}.status", "fail")
+    logger.log(f"{kind}.{idx}.error", one_line(message))
+    print(f"{kind} {idx} failed: '{test.spec}': {one_line(message)}", file=sys.stderr)
+
+
+def run_testing(logger: PopcornOutput, runner: CaseRunner, tests: list[TestCase]) -> int:
     passed = True
     logger.log("test-count", len(tests))
     for idx, test in enumerate(tests):
         logger.log(f"test.{idx}.spec", test.spec)
-        good, message = pool.apply(_run_single_test, (test,))
+        result = run_case(runner, test, _run_single_test)
+        good, message = (False, result.message) if isinstance(result, CaseError) else result
         if not good:
-            logger.log(f"test.{idx}.status", "fail")
-            logger.log(f"test.{idx}.error", message)
+            _log_failure(logger, "test", idx, test, message)
             passed = False
         else:
             logger.log(f"test.{idx}.status", "pass")
             if message:
                 logger.log(f"test.{idx}.message", message)
-    logger.log("check", "pass" if passed else "fail")
-    return 0 if passed else 112
+    return logger.finish(passed)
 
 
-def _log_benchmark(logger, idx, result) -> bool:
+def _benchmark(runner: CaseRunner, test: TestCase, *settings) -> Stats | str:
+    """Stats, or why the benchmark failed."""
+    result = run_case(runner, test, _run_single_benchmark, *settings)
+    return result.message if isinstance(result, CaseError) else result
+
+
+def _log_benchmark(logger: PopcornOutput, idx: int, test: TestCase, result) -> bool:
     if isinstance(result, Stats):
         for field in dataclasses.fields(Stats):
             logger.log(f"benchmark.{idx}.{field.name}", getattr(result, field.name))
         return True
-    logger.log(f"benchmark.{idx}.status", "fail")
-    logger.log(f"benchmark.{idx}.error", str(result))
+    _log_failure(logger, "benchmark", idx, test, str(result))
     return False
 
 
-def run_benchmarking(logger: PopcornOutput, pool, tests: list[TestCase]) -> int:
-    pool.apply(_run_single_benchmark, (tests[0], False, 100, 10e7))
+def run_benchmarking(logger: PopcornOutput, runner: CaseRunner, tests: list[TestCase]) -> int:
+    runnable = [test for test in tests if not spec_problem(test.args)]
+    if runnable:  # warm-up, as the leaderboard's; its result is not reported
+        _benchmark(runner, runnable[0], False, 100, 10e7)
     passed = True
     logger.log("benchmark-count", len(tests))
     for idx, test in enumerate(tests):
         logger.log(f"benchmark.{idx}.spec", test.spec)
-        result = pool.apply(_run_single_benchmark, (test, False, 100, 10e9))
-        passed = _log_benchmark(logger, idx, result) and passed
-    logger.log("check", "pass" if passed else "fail")
-    return 0 if passed else 112
+        result = _benchmark(runner, test, False, 100, 10e9)
+        passed = _log_benchmark(logger, idx, test, result) and passed
+    return logger.finish(passed)
 
 
-def run_leaderboard(logger: PopcornOutput, pool, tests: list[TestCase]) -> int:
-    for test in tests:
-        pool.apply(_run_single_benchmark, (test, False, 50, 5e8))
+def run_leaderboard(logger: PopcornOutput, runner: CaseRunner, tests: list[TestCase]) -> int:
+    for test in tests:  # warm-up
+        _benchmark(runner, test, False, 50, 5e8)
     logger.log("benchmark-count", len(tests))
     passed = True
     for idx, test in enumerate(tests):
-        result = pool.apply(_run_single_benchmark, (test, True, 100, 30e9))
+        result = _benchmark(runner, test, True, 100, 30e9)
         logger.log(f"benchmark.{idx}.spec", test.spec)
-        if not _log_benchmark(logger, idx, result):
+        if not _log_benchmark(logger, idx, test, result):
             passed = False
-            break
-    logger.log("check", "pass" if passed else "fail")
-    return 0 if passed else 112
+            break  # the leaderboard stops at the first failure
+    return logger.finish(passed)
 
 
-def run_profiling(logger: PopcornOutput, pool, tests: list[TestCase]) -> int:
+def run_profiling(logger: PopcornOutput, runner: CaseRunner, tests: list[TestCase]) -> int:
+    ncu = os.getenv("POPCORN_NCU", "0") == "1"
+    worker = _run_single_profile_ncu if ncu else _run_single_profile_torch
+    passed = True
     logger.log("benchmark-count", len(tests))
     for idx, test in enumerate(tests):
         logger.log(f"benchmark.{idx}.spec", test.spec)
-        worker = _run_single_profile_ncu if os.getenv("POPCORN_NCU", "0") == "1" else _run_single_profile_torch
-        report = pool.apply(worker, (test,))
-        logger.log(f"benchmark.{idx}.report", base64.b64encode(report.encode("utf-8"), b"+*").decode("utf-8"))
-    logger.log("check", "pass")
-    return 0
+        report = run_case(runner, test, worker)
+        if isinstance(report, CaseError):
+            _log_failure(logger, "benchmark", idx, test, report.message)
+            passed = False
+            continue
+        encoded = base64.b64encode(report.encode("utf-8"), b"+*").decode("utf-8")
+        logger.log(f"benchmark.{idx}.report", encoded)
+    return logger.finish(passed)
 
 
-def protocol_main(fd: str) -> int:
-    if len(sys.argv) < 3:
-        return 2
-    mode = sys.argv[1]
+PROTOCOL_RUNNERS = {
+    "test": run_testing,
+    "benchmark": run_benchmarking,
+    "leaderboard": run_leaderboard,
+    "profile": run_profiling,
+}
+PROTOCOL_USAGE = (
+    "usage: POPCORN_FD=N python eval.py {test|benchmark|leaderboard|profile} SPECFILE [--traceback]"
+)
+
+
+def protocol_main(fd: str, argv: list[str]) -> int:
+    show_traceback = "--traceback" in argv
+    positional = [arg for arg in argv if arg != "--traceback"]
+    if len(positional) < 2 or positional[0] not in PROTOCOL_RUNNERS:
+        print(PROTOCOL_USAGE, file=sys.stderr)
+        return EXIT_USAGE
+    mode, spec_file = positional[:2]
     seed = os.getenv("POPCORN_SEED")
     os.unsetenv("POPCORN_SEED")
     seed = int(seed) if seed else None
     set_seed(seed or 42)
-    tests = get_test_cases(sys.argv[2], seed)
-    runners = {
-        "test": run_testing,
-        "benchmark": run_benchmarking,
-        "leaderboard": run_leaderboard,
-        "profile": run_profiling,
-    }
-    if mode not in runners:
-        return 2
     with PopcornOutput(int(fd)) as logger:
-        mp_context = multiprocessing.get_context("spawn")
-        with mp_context.Pool(1, initializer=_init_worker) as pool:
-            return runners[mode](logger, pool, tests)
+        try:
+            tests = _apply_secret_seed(read_spec_file(spec_file), seed)
+        except SpecFileError as e:
+            print(e, file=sys.stderr)
+            logger.finish(False)
+            return EXIT_BAD_SPEC_FILE
+        try:
+            with CaseRunner(case_timeout_s(mode, protocol=True), show_traceback) as runner:
+                return PROTOCOL_RUNNERS[mode](logger, runner, tests)
+        finally:
+            if not logger.checked:  # eval.py itself failed, or was interrupted
+                logger.finish(False)
 
 
 # --------------------------------------------------------------------------------------
@@ -568,6 +886,27 @@ def load_task_cases(kind: str, task_file: Path = HERE / "task.yml") -> list[Test
     return cases
 
 
+def human_cases(specs: list[str], mode: str) -> list[TestCase]:
+    """The cases of the command line's spec files and spec lines, in order; task.yml's
+    tests or benchmarks when there are none. SpecFileError when one does not parse."""
+    if not specs:
+        return load_task_cases("tests" if mode == "test" else "benchmarks")
+    tests = []
+    for spec in specs:
+        if Path(spec).is_file():
+            tests += read_spec_file(spec)
+        elif ":" not in spec:
+            raise SpecFileError(
+                f"'{spec}' is neither a spec file nor a spec line `key: value; ...`"
+            )
+        else:
+            try:
+                tests.append(TestCase(args=parse_spec(spec), spec=spec))
+            except ValueError as e:
+                raise SpecFileError(str(e)) from None
+    return tests
+
+
 def _short_spec(args: dict) -> str:
     ms = ",".join(str(m) for m in args["m"])
     ns, ks = sorted(set(args["n"])), sorted(set(args["k"]))
@@ -576,12 +915,23 @@ def _short_spec(args: dict) -> str:
     return f"G={args['g']} M=[{ms}] N={n} K={k}"
 
 
+def _case_label(test: TestCase) -> str:
+    """The short form of a valid case, the spec as written otherwise."""
+    return test.spec if spec_problem(test.args) else _short_spec(test.args)
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(out)
+
+
+def _device_name() -> str | None:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
 def _machine_line() -> str:
@@ -593,140 +943,281 @@ def _machine_line() -> str:
     return f"{where}, torch {torch.__version__}"
 
 
-def _path_line(pool) -> str:
-    return pool.apply(_describe_path)
-
-
 def _describe_path() -> str:
     import submission
 
+    select_path = getattr(submission, "select_path", None)
+    if select_path is None:
+        return "unknown (submission.py has no select_path)"
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    return submission.select_path(device)
+    return select_path(device)
 
 
-def human_tests(pool, tests: list[TestCase]) -> int:
-    print(f"{len(tests)} tests on {_machine_line()}, path: {_path_line(pool)}")
+def _path_line(runner: CaseRunner) -> str:
+    path = runner.run(_describe_path)
+    return f"unknown ({path.message})" if isinstance(path, CaseError) else path
+
+
+def _worst_text(worst: dict | None) -> str:
+    if worst is None:
+        return "-"
+    if worst["group"] is None:
+        return "no elements (every group is empty)"
+    if worst["ratio"] == 0:
+        return "0 (bit-identical to the reference)"
+    index = list(worst["index"])
+    where = f"g{worst['group']}{index}"
+    return f"{worst['ratio']:.3f}x tol at {where}: {worst['got']:.4g} vs {worst['expected']:.4g}"
+
+
+def human_tests(runner: CaseRunner, tests: list[TestCase]) -> int:
+    print(f"{_plural(len(tests), 'test')} on {_machine_line()}, path: {_path_line(runner)}")
     rows, failed = [], 0
     for i, test in enumerate(tests):
-        print(f"  [{i + 1}/{len(tests)}] {_short_spec(test.args)} ...", end="", flush=True)
-        r = pool.apply(_run_single_test_detailed, (test,))
-        print(" pass" if r["ok"] else " FAIL", flush=True)
+        label = _case_label(test)
+        print(f"  [{i + 1}/{len(tests)}] {label} ...", end="", flush=True)
+        r = run_case(runner, test, _run_single_test_detailed)
+        if isinstance(r, CaseError):
+            r = {"ok": False, "message": r.message, "worst": None, "seconds": 0.0}
+        print(" pass" if r["ok"] else f" FAIL: {one_line(r['message'])}", flush=True)
         failed += not r["ok"]
-        w = r["worst"]
-        worst = "-"
-        if w and w["group"] is not None and w["ratio"] == 0:
-            worst = "0 (bit-identical to the reference)"
-        elif w and w["group"] is not None:
-            worst = f"{w['ratio']:.3f}x tol at g{w['group']}{list(w['index'])}: {w['got']:.4g} vs {w['expected']:.4g}"
-        rows.append([str(i), _short_spec(test.args), "pass" if r["ok"] else "FAIL", worst, f"{r['seconds'] * 1e3:.1f}"])
-        if not r["ok"]:
-            rows[-1][3] = r["message"][:160]
+        # A mismatch shows its worst element; a raise (no output to compare) its message.
+        shown = _worst_text(r["worst"]) if r["worst"] else one_line(r["message"])[:160]
+        rows.append(
+            [str(i), label, "pass" if r["ok"] else "FAIL", shown, f"{r['seconds'] * 1e3:.1f}"]
+        )
     print()
     print(_table(["#", "case", "result", "worst |out-ref| / (atol + rtol|ref|)", "ms"], rows))
     print(f"\n{len(tests) - failed} passed, {failed} failed (rtol = atol = {RTOL:g})")
-    return 0 if failed == 0 else 112
+    return 0 if failed == 0 else EXIT_FAIL
 
 
-def human_benchmarks(pool, tests: list[TestCase], recheck: bool, args) -> int:
-    cuda = torch.cuda.is_available()
-    print(f"{len(tests)} benchmarks on {_machine_line()}, path: {_path_line(pool)}")
-    if not cuda:
-        print(
-            f"note: no GPU, so host-clock timing and at most {CPU_MAX_REPEATS} repeats per "
-            "benchmark (a GPU run repeats until the standard error is under 0.1%)"
-        )
-    ceiling = pool.apply(measure_fp16_ceiling)
-    print(f"ceiling: {ceiling['tflops']:.1f} TFLOP/s ({ceiling['label']}, measured now)")
-    results = []
+def human_profile(runner: CaseRunner, tests: list[TestCase]) -> int:
     failed = 0
-    for i, test in enumerate(tests):
-        print(f"  [{i + 1}/{len(tests)}] {_short_spec(test.args)} ...", end="", flush=True)
-        t0 = time.perf_counter()
-        stats = pool.apply(_run_single_benchmark, (TestCase(dict(test.args), test.spec), recheck, 100, 10e9))
-        entry = {"case": _short_spec(test.args), "spec": test.spec, "flops": flops_of(test.args)}
-        if isinstance(stats, Stats):
-            entry.update(dataclasses.asdict(stats))
-            print(f" {stats.mean / 1e3:.1f} us ({stats.runs} runs, {time.perf_counter() - t0:.0f} s)", flush=True)
-        else:
+    for test in tests:
+        print(f"== {_case_label(test)}")
+        report = run_case(runner, test, _run_single_profile_torch)
+        if isinstance(report, CaseError):
             failed += 1
-            entry["error"] = str(stats)
-            print(" FAIL", flush=True)
+            print(f"FAIL: {report.message}")
+        else:
+            print(report)
+    return 0 if failed == 0 else EXIT_FAIL
+
+
+def _rate(value: float) -> str:
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
+def _roofline_text(roof: Roofline) -> str:
+    return (
+        f"peak {_rate(roof.tflops)} TFLOP/s ({roof.label}); "
+        f"bandwidth {_rate(roof.gbps)} GB/s ({roof.bandwidth_label})"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under a second"
+    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def cpu_plan(tests: list[TestCase], roof: Roofline, recheck: bool, baselines: bool) -> str:
+    """What a CPU benchmark run does, and about how long it takes."""
+    runnable = [test for test in tests if not spec_problem(test.args)]
+    calls = cpu_calls_per_benchmark(recheck, baselines)
+    seconds = calls * sum(cpu_call_seconds(test.args, roof) for test in runnable)
+    rechecked = ", each rechecked" if recheck else ""
+    return (
+        f"no GPU: each benchmark makes {NUM_ITERATIONS_PER_BENCHMARK} inputs, runs and checks "
+        f"each once, then times {CPU_MAX_REPEATS} repeats of the {NUM_ITERATIONS_PER_BENCHMARK} "
+        f"calls by the host clock{rechecked} (a GPU run repeats until the standard error is "
+        f"under 0.1%)\nestimate: {_duration(seconds)} for "
+        f"{_plural(len(runnable), 'benchmark')} (from the FLOPs and the FP4 values decoded, "
+        "at this CPU's fp32 matmul rate)"
+    )
+
+
+def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Roofline) -> dict:
+    """One benchmark's row: its time, FLOPs, bytes, roofline and speed of light, or error."""
+    entry = {"case": _case_label(test), "spec": test.spec}
+    problem = spec_problem(test.args)
+    if problem:
+        entry["error"] = f"invalid spec: {problem}"
+        return entry
+    flops, nbytes = flops_of(test.args), bytes_of(test.args)
+    seconds, bound = roofline_time(flops, nbytes, roof)
+    key = (tuple(test.args["m"]), tuple(test.args["n"]), tuple(test.args["k"]))
+    entry.update(flops=flops, bytes=nbytes, roofline_us=seconds * 1e6, bound=bound)
+    entry["sol_us"] = B200_SPEED_OF_LIGHT_US.get(key)
+    stats = _benchmark(runner, test, recheck, 100, 10e9)
+    if isinstance(stats, Stats):
+        entry.update(dataclasses.asdict(stats))
+    else:
+        entry["error"] = one_line(str(stats))
+    return entry
+
+
+def _add_baselines(runner: CaseRunner, test: TestCase, entry: dict) -> None:
+    if spec_problem(test.args):
+        return
+    baselines = runner.run(_run_baselines, test)
+    if isinstance(baselines, CaseError):
+        print(f"    baselines failed: {baselines.message}")
+    else:
+        entry["baselines"] = baselines
+
+
+def human_benchmarks(runner: CaseRunner, tests: list[TestCase], recheck: bool, args) -> int:
+    device = _device_name()
+    print(f"{_plural(len(tests), 'benchmark')} on {_machine_line()}, path: {_path_line(runner)}")
+    roof = runner.run(measure_roofline)
+    if isinstance(roof, CaseError):
+        print(f"error: measuring the roofline failed: {roof.message}")
+        return EXIT_FAIL
+    print(f"roofline, measured now: {_roofline_text(roof)}")
+    if device is None:
+        print(cpu_plan(tests, roof, recheck, args.baselines))
+    results, failed, start = [], 0, time.perf_counter()
+    for i, test in enumerate(tests):
+        print(f"  [{i + 1}/{len(tests)}] {_case_label(test)} ...", end="", flush=True)
+        t0 = time.perf_counter()
+        entry = _benchmark_entry(runner, test, recheck, roof)
+        took = f"{time.perf_counter() - t0:.0f} s, {time.perf_counter() - start:.0f} s elapsed"
+        if "error" in entry:
+            failed += 1
+            print(f" FAIL ({took}): {entry['error']}", flush=True)
+        else:
+            print(
+                f" {entry['mean'] / 1e3:.1f} us ({_plural(entry['runs'], 'run')}; {took})",
+                flush=True,
+            )
         if args.baselines:
-            entry["baselines"] = pool.apply(_run_baselines, (TestCase(dict(test.args), test.spec),))
-        key = (tuple(test.args["m"]), tuple(test.args["n"]), tuple(test.args["k"]))
-        entry["sol_us"] = B200_SPEED_OF_LIGHT_US.get(key)
-        entry["roofline_us"] = entry["flops"] / (ceiling["tflops"] * 1e12) * 1e6
+            _add_baselines(runner, test, entry)
         results.append(entry)
-    report = benchmark_report(results, ceiling)
+    sol = sol_mode(device)
+    report = benchmark_report(results, roof, sol)
     print()
     print(report["text"])
     if args.report:
-        write_report(Path(args.report), results, ceiling, report)
+        write_report(Path(args.report), results, roof, report, sol=sol)
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": _machine_line(), "ceiling": ceiling, "results": results}, indent=2))
-    return 0 if failed == 0 else 112
+        doc = {"machine": _machine_line(), "ceiling": dataclasses.asdict(roof), "results": results}
+        Path(args.json).write_text(json.dumps(doc, indent=2))
+    return 0 if failed == 0 else EXIT_FAIL
 
 
 def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def benchmark_report(results: list[dict], ceiling: dict) -> dict:
-    headers = ["case", "mean us", "best us", "TFLOP/s", "roofline us", "x roofline", "B200 SOL us", "x SOL"]
-    rows, means, roofs, sols = [], [], [], []
+def _sol_headers(sol: str) -> list[str]:
+    return {"ratio": ["B200 SOL us", "x SOL"], "figure": ["B200 SOL us"], "none": []}[sol]
+
+
+def _sol_cells(sol_us: float | None, mean_us: float, sol: str) -> list[str]:
+    if sol == "none":
+        return []
+    if not sol_us:
+        return ["-"] * len(_sol_headers(sol))
+    cells = [f"{sol_us:.3f}"]
+    return cells + [f"{mean_us / sol_us:.2f}"] if sol == "ratio" else cells
+
+
+def _below_roofline_notes(results: list[dict]) -> list[str]:
+    """A baseline faster than the roofline means a measured ceiling is too low: a baseline
+    does the case's FLOPs and moves at least its bytes."""
+    notes = []
+    for r in results:
+        for name, ns in r.get("baselines", {}).items():
+            if isinstance(ns, (int, float)) and ns / 1e3 < r["roofline_us"]:
+                notes.append(
+                    f"note: {name} took {ns / 1e3:.2f} us on {r['case']}, under its roofline "
+                    f"of {r['roofline_us']:.2f} us: the measured ceiling is too low"
+                )
+    return notes
+
+
+def _report_row(r: dict, sol: str, baseline_names: list[str], width: int) -> list[str]:
+    if "mean" not in r:
+        return [r["case"], "FAIL"] + ["-"] * (width - 2)
+    mean_us = r["mean"] / 1e3
+    ratio = f"{mean_us / r['roofline_us']:.2f}" if r["roofline_us"] > 0 else "-"
+    row = [
+        r["case"],
+        f"{mean_us:.2f}",
+        f"{r['best'] / 1e3:.2f}",
+        _rate(r["flops"] / (r["mean"] * 1e-9) / 1e12),
+        f"{r['roofline_us']:.2f}",
+        ratio,
+        r["bound"],
+    ]
+    row += _sol_cells(r["sol_us"], mean_us, sol)
+    for name in baseline_names:
+        v = r.get("baselines", {}).get(name)
+        row.append(f"{v / 1e3:.1f}" if isinstance(v, (int, float)) else str(v or "-"))
+    return row
+
+
+def benchmark_report(results: list[dict], roof: Roofline, sol: str = "ratio") -> dict:
+    """The benchmark table and its summary. sol (see sol_mode): "ratio" shows task.yml's
+    B200 speed of light and the ratio to it, "figure" the B200's number alone, "none"
+    neither."""
+    headers = ["case", "mean us", "best us", "TFLOP/s", "roofline us", "x roofline", "bound"]
+    headers += _sol_headers(sol)
     baseline_names = sorted({n for r in results for n in r.get("baselines", {})})
     headers += [f"{n} us" for n in baseline_names]
-    for r in results:
-        if "mean" not in r:
-            rows.append([r["case"], "FAIL"] + ["-"] * (len(headers) - 2))
-            continue
-        mean_us = r["mean"] / 1e3
-        means.append(mean_us)
-        roofs.append(r["roofline_us"])
-        row = [
-            r["case"],
-            f"{mean_us:.2f}",
-            f"{r['best'] / 1e3:.2f}",
-            f"{r['flops'] / (r['mean'] * 1e-9) / 1e12:.1f}",
-            f"{r['roofline_us']:.2f}",
-            f"{mean_us / r['roofline_us']:.2f}",
-        ]
-        if r["sol_us"]:
-            sols.append((mean_us, r["sol_us"]))
-            row += [f"{r['sol_us']:.3f}", f"{mean_us / r['sol_us']:.2f}"]
-        else:
-            row += ["-", "-"]
-        for n in baseline_names:
-            v = r.get("baselines", {}).get(n)
-            row.append(f"{v / 1e3:.1f}" if isinstance(v, (int, float)) else str(v or "-"))
-        rows.append(row)
-    lines = [_table(headers, rows)]
+    rows = [_report_row(r, sol, baseline_names, len(headers)) for r in results]
+    # The summary is over the cases that ran and have work to do (a roofline above 0).
+    timed = [r for r in results if "mean" in r and r["roofline_us"] > 0]
+    means = [r["mean"] / 1e3 for r in timed]
+    roofs = [r["roofline_us"] for r in timed]
+    sols = [r["sol_us"] for r in timed if r["sol_us"]]
+    lines = [_table(headers, rows)] + _below_roofline_notes(results)
     summary = {}
     if means:
         summary = {"geomean_us": _geomean(means), "roofline_geomean_us": _geomean(roofs)}
+        ratio = summary["geomean_us"] / summary["roofline_geomean_us"]
         lines.append(
-            f"\ngeometric mean: {summary['geomean_us']:.2f} us; fp16 roofline geomean "
-            f"{summary['roofline_geomean_us']:.2f} us ({summary['geomean_us'] / summary['roofline_geomean_us']:.2f}x)"
+            f"\ngeometric mean: {summary['geomean_us']:.2f} us; roofline geomean "
+            f"{summary['roofline_geomean_us']:.2f} us ({ratio:.2f}x)"
         )
-        if len(sols) == len(means):
-            summary["sol_geomean_us"] = _geomean([s for _, s in sols])
+        if sol != "none" and len(sols) == len(means):
+            summary["sol_geomean_us"] = _geomean(sols)
+            if sol == "ratio":
+                sol_ratio = f"{summary['geomean_us'] / summary['sol_geomean_us']:.2f}x"
+            else:
+                sol_ratio = "a B200 figure, no ratio on this GPU"
             lines.append(
-                f"B200 speed-of-light geomean {summary['sol_geomean_us']:.2f} us "
-                f"({summary['geomean_us'] / summary['sol_geomean_us']:.2f}x; the SOL is a B200 figure)"
+                f"B200 speed-of-light geomean {summary['sol_geomean_us']:.2f} us ({sol_ratio})"
             )
-    lines.append(f"roofline = FLOPs / {ceiling['tflops']:.1f} TFLOP/s ({ceiling['label']})")
+    lines.append(
+        f"roofline = the larger of FLOPs / peak and bytes / bandwidth: {_roofline_text(roof)}"
+    )
     return {"text": "\n".join(lines), "headers": headers, "rows": rows, "summary": summary}
 
 
-def write_report(out_dir: Path, results: list[dict], ceiling: dict, report: dict, machine: str | None = None) -> None:
-    """benchmark.md (the table) and benchmark.png (time vs roofline and SOL per shape)."""
+def write_report(
+    out_dir: Path,
+    results: list[dict],
+    roof: Roofline,
+    report: dict,
+    machine: str | None = None,
+    sol: str = "ratio",
+) -> None:
+    """benchmark.md (the table) and benchmark.png (time vs roofline, and the B200 speed of
+    light unless sol is "none", per shape)."""
     machine = machine or _machine_line()
     out_dir.mkdir(parents=True, exist_ok=True)
     md = [f"# nvfp4_group_gemm benchmark\n\nMachine: {machine}\n"]
     md.append("| " + " | ".join(report["headers"]) + " |")
     md.append("|" + "---|" * len(report["headers"]))
     md += ["| " + " | ".join(r) + " |" for r in report["rows"]]
-    summary = [line for line in report["text"].splitlines() if line.startswith(("geometric", "B200", "roofline"))]
+    summary = [
+        line
+        for line in report["text"].splitlines()
+        if line.startswith(("geometric", "B200", "roofline"))
+    ]
     md += [""] + summary
     (out_dir / "benchmark.md").write_text("\n".join(md) + "\n")
 
@@ -743,55 +1234,86 @@ def write_report(out_dir: Path, results: list[dict], ceiling: dict, report: dict
     width = 0.27
     fig, ax = plt.subplots(figsize=(10, 5))
     ax.bar([i - width for i in x], [r["mean"] / 1e3 for r in ok], width, label="measured (mean)")
-    ax.bar(list(x), [r["roofline_us"] for r in ok], width, label=f"fp16 roofline ({ceiling['tflops']:.0f} TFLOP/s)")
-    ax.bar([i + width for i in x], [r["sol_us"] or 0 for r in ok], width, label="B200 speed of light")
+    ax.bar(
+        list(x),
+        [r["roofline_us"] for r in ok],
+        width,
+        label="roofline (max of FLOPs / peak, bytes / bandwidth)",
+    )
+    if sol != "none":
+        ax.bar(
+            [i + width for i in x],
+            [r["sol_us"] or 0 for r in ok],
+            width,
+            label="B200 speed of light",
+        )
     ax.set_yscale("log")
     ax.set_ylabel("time per call (us, log scale)")
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_title(f"nvfp4 grouped GEMM on {machine}", fontsize=10)
     for i, r in enumerate(ok):
-        ax.annotate(f"{r['mean'] / 1e3:.1f}", (i - width, r["mean"] / 1e3), ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            f"{r['mean'] / 1e3:.1f}",
+            (i - width, r["mean"] / 1e3),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out_dir / "benchmark.png", dpi=120)
     plt.close(fig)
 
 
-def human_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description="Run the nvfp4_group_gemm tests or benchmarks.")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Run the nvfp4_group_gemm tests or benchmarks (options and specs in any "
+        "order).",
+        epilog="exit status: 0 all passed, 112 a case failed, 113 a spec that does not parse",
+    )
     parser.add_argument("mode", choices=["test", "benchmark", "leaderboard", "profile"])
-    parser.add_argument("specs", nargs="*", help="spec lines ('m: [..]; n: [..]; k: [..]; g: G; seed: S') or a spec file")
-    parser.add_argument("--baselines", action="store_true", help="also time torch._grouped_mm on bf16, cuBLAS fp16 on the dequantized operands and the exact path")
+    parser.add_argument(
+        "specs",
+        nargs="*",
+        help="spec lines ('m: [..]; n: [..]; k: [..]; g: G; seed: S') or spec files",
+    )
+    parser.add_argument(
+        "--baselines",
+        action="store_true",
+        help="also time torch._grouped_mm on bf16, cuBLAS fp16 on the dequantized operands "
+        "and the exact path",
+    )
     parser.add_argument("--report", help="folder for benchmark.md and benchmark.png")
     parser.add_argument("--json", help="write the benchmark results as JSON here")
     parser.add_argument("--seed", type=int, help="secret seed combined into each case's seed")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--traceback", action="store_true", help="print the traceback of a case that raises"
+    )
+    return parser
 
-    if args.specs and len(args.specs) == 1 and Path(args.specs[0]).is_file():
-        tests = get_test_cases(args.specs[0], None)
-    elif args.specs:
-        tests = [TestCase(args=parse_spec(s), spec=s) for s in args.specs]
-    else:
-        tests = load_task_cases("tests" if args.mode == "test" else "benchmarks")
+
+def human_main(argv: list[str]) -> int:
+    args = _parser().parse_intermixed_args(argv)
+    try:
+        tests = human_cases(args.specs, args.mode)
+    except SpecFileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_SPEC_FILE
     tests = _apply_secret_seed(tests, args.seed)
     set_seed(args.seed or 42)
-    mp_context = multiprocessing.get_context("spawn")
-    with mp_context.Pool(1, initializer=_init_worker) as pool:
+    with CaseRunner(case_timeout_s(args.mode, protocol=False), args.traceback) as runner:
         if args.mode == "test":
-            return human_tests(pool, tests)
+            return human_tests(runner, tests)
         if args.mode == "profile":
-            for test in tests:
-                print(f"== {_short_spec(test.args)}")
-                print(pool.apply(_run_single_profile_torch, (test,)))
-            return 0
-        return human_benchmarks(pool, tests, args.mode == "leaderboard", args)
+            return human_profile(runner, tests)
+        return human_benchmarks(runner, tests, args.mode == "leaderboard", args)
 
 
 def main() -> int:
     fd = os.getenv("POPCORN_FD")
     if fd:
-        return protocol_main(fd)
+        return protocol_main(fd, sys.argv[1:])
     return human_main(sys.argv[1:])
 
 

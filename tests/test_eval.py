@@ -22,7 +22,11 @@ def _run_protocol(tmp_path, mode, specs, env_extra=None):
     env = {**os.environ, "POPCORN_FD": str(write_fd), **(env_extra or {})}
     proc = subprocess.Popen(
         [sys.executable, "eval.py", mode, str(spec_file)],
-        cwd=ROOT, env=env, pass_fds=(write_fd,), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+        pass_fds=(write_fd,),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     os.close(write_fd)
     with os.fdopen(read_fd) as reader:
@@ -41,9 +45,17 @@ def test_protocol_test_mode_round_trip(tmp_path):
 
 
 def test_protocol_reports_failure_with_112(tmp_path):
-    """A case the submission rejects (K not a multiple of 16) fails with the leaderboard's code."""
-    rc, out, _ = _run_protocol(tmp_path, "test", ["m: [64]; n: [128]; k: [200]; g: 1; seed: 1"])
-    assert rc == 112 or (rc != 0 and out.get("check") != "pass")
+    """A case the task does not define (K not a multiple of 16) fails with the leaderboard's
+    code and one error line naming the field."""
+    rc, out, stderr = _run_protocol(
+        tmp_path, "test", ["m: [64]; n: [128]; k: [200]; g: 1; seed: 1"]
+    )
+    assert rc == 112, stderr
+    assert out["test.0.status"] == "fail" and out["check"] == "fail"
+    assert (
+        out["test.0.error"]
+        == "invalid spec: group 0: field 'k': K = 200 is not a positive multiple of 16"
+    )
 
 
 @pytest.mark.slow
@@ -78,38 +90,85 @@ def test_stats():
 
 def test_human_mode_test_table():
     proc = subprocess.run(
-        [sys.executable, "eval.py", "test", *SMALL_SPECS], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "eval.py", "test", *SMALL_SPECS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "2 tests on" in out and "path: torch" in out
+    assert out.startswith("2 tests on") and "path: torch" in out
     assert "worst |out-ref|" in out and "pass" in out
     assert "2 passed, 0 failed" in out
 
 
 def test_human_mode_benchmark_table_and_report(tmp_path):
+    """On a CPU: the plan and estimate up front, the ceiling named for what it is, progress
+    per shape, no B200 speed of light; options after the spec file work."""
+    spec_file = tmp_path / "specs.txt"
+    spec_file.write_text(SMALL_SPECS[0] + "\n")
     proc = subprocess.run(
-        [sys.executable, "eval.py", "benchmark", SMALL_SPECS[0], "--report", str(tmp_path), "--json", str(tmp_path / "r.json")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "eval.py",
+            "benchmark",
+            "--baselines",
+            str(spec_file),
+            "--report",
+            str(tmp_path),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "no GPU, so host-clock timing" in out
-    assert "TFLOP/s" in out and "x roofline" in out and "geometric mean" in out
+    assert out.startswith("1 benchmark on CPU only")
+    assert "no GPU: each benchmark makes 15 inputs" in out and "estimate: " in out
+    assert "the CPU's fp32 torch.mm" in out and "a CPU copy" in out
+    assert "s elapsed)" in out
+    assert "TFLOP/s" in out and "x roofline" in out and "bound" in out and "geometric mean" in out
+    assert "torch exact path us" in out
+    assert "SOL" not in out and "speed-of-light" not in out
     assert (tmp_path / "benchmark.md").read_text().startswith("# nvfp4_group_gemm benchmark")
     assert (tmp_path / "benchmark.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_benchmark_report_ratios():
     results = [
-        {"case": "a", "mean": 20000.0, "best": 19000.0, "flops": 2e9, "roofline_us": 10.0, "sol_us": 5.0},
-        {"case": "b", "mean": 8000.0, "best": 7000.0, "flops": 1e9, "roofline_us": 2.0, "sol_us": 2.0},
+        {
+            "case": "a",
+            "mean": 20000.0,
+            "best": 19000.0,
+            "flops": 2e9,
+            "roofline_us": 10.0,
+            "bound": "flops",
+            "sol_us": 5.0,
+        },
+        {
+            "case": "b",
+            "mean": 8000.0,
+            "best": 7000.0,
+            "flops": 1e9,
+            "roofline_us": 2.0,
+            "bound": "flops",
+            "sol_us": 2.0,
+        },
     ]
-    report = harness.benchmark_report(results, {"tflops": 100.0, "label": "test"})
+    roof = harness.Roofline(100.0, "test", 1000.0, "copy")
+    report = harness.benchmark_report(results, roof, "ratio")
+    column = {name: i for i, name in enumerate(report["headers"])}
     assert abs(report["summary"]["geomean_us"] - (20 * 8) ** 0.5) < 1e-9
     assert abs(report["summary"]["roofline_geomean_us"] - (10 * 2) ** 0.5) < 1e-9
-    assert report["rows"][0][5] == "2.00" and report["rows"][1][7] == "4.00"
-    assert report["rows"][0][3] == "100.0"  # 2 GFLOP in 20 us
+    assert (
+        report["rows"][0][column["x roofline"]] == "2.00"
+        and report["rows"][1][column["x SOL"]] == "4.00"
+    )
+    assert report["rows"][0][column["TFLOP/s"]] == "100.0"  # 2 GFLOP in 20 us
 
 
 def test_dense_fp16_baselines_time_exact_operands():
@@ -119,7 +178,10 @@ def test_dense_fp16_baselines_time_exact_operands():
 
     import reference
 
-    same = [reference.generate_input(m=[40, 72], n=[256, 256], k=[256, 256], g=2, seed=s) for s in (1, 2)]
+    same = [
+        reference.generate_input(m=[40, 72], n=[256, 256], k=[256, 256], g=2, seed=s)
+        for s in (1, 2)
+    ]
     other = [reference.generate_input(m=[40, 72], n=[128, 256], k=[256, 256], g=2, seed=3)]
     assert set(harness._dense_fp16_baselines(same)) == {"fp16 mm per group", "fp16 mm stacked"}
     assert set(harness._dense_fp16_baselines(other)) == {"fp16 mm per group"}
@@ -130,14 +192,18 @@ def test_dense_fp16_baselines_time_exact_operands():
 
 
 def test_b200_first_run_specs_cover_the_edges():
-    """tools/b200_first_run.sh's edge shapes parse, and cover the M, N and K edges the
-    README asks a first B200 run to cover (and groups of different K in one call)."""
+    """tools/gpu_verify.sh's edge shapes (tools/b200_edge_specs.txt) are valid specs, and
+    cover the M, N and K edges the README asks a first B200 run to cover (and groups of
+    different K in one call)."""
     lines = (ROOT / "tools" / "b200_edge_specs.txt").read_text().split("\n")
     cases = [harness.parse_spec(line) for line in lines if line.strip()]
+    assert [harness.spec_problem(c) for c in cases] == [""] * len(cases)
     ms = {m for c in cases for m in c["m"]}
     assert {1, 40, 64, 65, 128, 129, 384} <= ms
     assert {128, 384, 3072, 7168} <= {n for c in cases for n in c["n"]}
     assert {256, 2048, 7168} <= {k for c in cases for k in c["k"]}
     assert any(len(set(c["k"])) > 1 for c in cases)
-    proc = subprocess.run(["bash", "-n", str(ROOT / "tools" / "b200_first_run.sh")], capture_output=True, text=True)
+    script = ROOT / "tools" / "gpu_verify.sh"
+    assert "tools/b200_edge_specs.txt" in script.read_text()
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -44,7 +44,9 @@ def test_roofline_takes_the_larger_bound():
 def test_task_benchmarks_are_flops_bound_at_h200_rates():
     h200 = harness.Roofline(720.0, "fp16", 4000.0, "copy")
     for test in harness.load_task_cases("benchmarks"):
-        seconds, bound = harness.roofline_time(harness.flops_of(test.args), harness.bytes_of(test.args), h200)
+        seconds, bound = harness.roofline_time(
+            harness.flops_of(test.args), harness.bytes_of(test.args), h200
+        )
         assert bound == "flops" and seconds > 0
 
 
@@ -56,10 +58,24 @@ def test_speed_of_light_shown_on_a_b200_only():
 
 def _results():
     return [
-        {"case": "a", "mean": 20000.0, "best": 19000.0, "flops": 2e9, "roofline_us": 10.0, "bound": "flops",
-         "sol_us": 5.0},
-        {"case": "b", "mean": 8000.0, "best": 7000.0, "flops": 1e9, "roofline_us": 2.0, "bound": "bytes",
-         "sol_us": 2.0},
+        {
+            "case": "a",
+            "mean": 20000.0,
+            "best": 19000.0,
+            "flops": 2e9,
+            "roofline_us": 10.0,
+            "bound": "flops",
+            "sol_us": 5.0,
+        },
+        {
+            "case": "b",
+            "mean": 8000.0,
+            "best": 7000.0,
+            "flops": 1e9,
+            "roofline_us": 2.0,
+            "bound": "bytes",
+            "sol_us": 2.0,
+        },
     ]
 
 
@@ -97,3 +113,21 @@ def test_cpu_estimate():
     cpu = harness.Roofline(0.1, "the CPU's fp32 torch.mm", 20.0, "a CPU copy")
     plan = harness.cpu_plan(tests, cpu, recheck=False, baselines=False)
     assert "estimate: about" in plan and "for 1 benchmark " in plan
+
+
+def test_report_flags_a_baseline_under_the_roofline():
+    """No baseline may beat the ceiling: if one does, the report says the ceiling is low."""
+    results = _results()
+    results[0]["baselines"] = {"fp16 mm per group": 9000.0, "fp16 mm stacked": 12000.0}
+    text = harness.benchmark_report(results, ROOF, "none")["text"]
+    assert "note: fp16 mm per group took 9.00 us on a, under its roofline of 10.00 us" in text
+    assert "fp16 mm stacked took" not in text
+
+
+def test_report_case_without_work():
+    """M = N = 0: no FLOPs, no bytes, a zero roofline: no ratio, and left out of the means."""
+    empty = {"case": "e", "mean": 1000.0, "best": 900.0, "flops": 0, "roofline_us": 0.0}
+    empty.update(bound="flops", sol_us=None)
+    report = harness.benchmark_report([empty, _results()[1]], ROOF, "none")
+    assert report["rows"][0][5] == "-"
+    assert report["summary"]["geomean_us"] == pytest.approx(8.0)

@@ -10,22 +10,59 @@ SPEC_CASES = [
     ("empty_m", "m: [0]; n: [64]; k: [128]; g: 1; seed: 1", None),
     ("empty_n", "m: [32]; n: [0]; k: [64]; g: 1; seed: 2", None),
     ("empty_and_full_groups", "m: [0, 32]; n: [64, 16]; k: [128, 64]; g: 2; seed: 3", None),
-    ("g_longer_than_lists", "m: [32]; n: [64]; k: [128]; g: 2; seed: 1", "field 'm': 1 size, but g = 2"),
+    (
+        "g_longer_than_lists",
+        "m: [32]; n: [64]; k: [128]; g: 2; seed: 1",
+        "field 'm': 1 size, but g = 2",
+    ),
     ("no_g_no_seed", "m: [32]; n: [64]; k: [128]", "missing fields 'g', 'seed'"),
-    ("negative_m", "m: [-1]; n: [64]; k: [128]; g: 1; seed: 1", "group 0: field 'm': M = -1 is negative"),
-    ("negative_n", "m: [16, 16]; n: [64, -2]; k: [64, 64]; g: 2; seed: 1", "group 1: field 'n': N = -2 is negative"),
-    ("string_size", 'm: ["x"]; n: [64]; k: [128]; g: 1; seed: 1', "field 'm': expected a list of 1 integer, got"),
-    ("scalar_size", "m: 32; n: [64]; k: [128]; g: 1; seed: 1", "field 'm': expected a list of 1 integer, got 32"),
-    ("k_not_multiple_of_16", "m: [32]; n: [64]; k: [200]; g: 1; seed: 1",
-     "group 0: field 'k': K = 200 is not a positive multiple of 16"),
-    ("k_zero", "m: [32]; n: [64]; k: [0]; g: 1; seed: 1", "group 0: field 'k': K = 0 is not a positive multiple of 16"),
-    ("g_zero", "m: []; n: []; k: []; g: 0; seed: 1", "field 'g': g = 0; a case has at least one group"),
-    ("word_seed", "m: [32]; n: [64]; k: [128]; g: 1; seed: abc", "field 'seed': expected an integer, got 'abc'"),
+    (
+        "negative_m",
+        "m: [-1]; n: [64]; k: [128]; g: 1; seed: 1",
+        "group 0: field 'm': M = -1 is negative",
+    ),
+    (
+        "negative_n",
+        "m: [16, 16]; n: [64, -2]; k: [64, 64]; g: 2; seed: 1",
+        "group 1: field 'n': N = -2 is negative",
+    ),
+    (
+        "string_size",
+        'm: ["x"]; n: [64]; k: [128]; g: 1; seed: 1',
+        "field 'm': expected a list of 1 integer, got",
+    ),
+    (
+        "scalar_size",
+        "m: 32; n: [64]; k: [128]; g: 1; seed: 1",
+        "field 'm': expected a list of 1 integer, got 32",
+    ),
+    (
+        "k_not_multiple_of_16",
+        "m: [32]; n: [64]; k: [200]; g: 1; seed: 1",
+        "group 0: field 'k': K = 200 is not a positive multiple of 16",
+    ),
+    (
+        "k_zero",
+        "m: [32]; n: [64]; k: [0]; g: 1; seed: 1",
+        "group 0: field 'k': K = 0 is not a positive multiple of 16",
+    ),
+    (
+        "g_zero",
+        "m: []; n: []; k: []; g: 0; seed: 1",
+        "field 'g': g = 0; a case has at least one group",
+    ),
+    (
+        "word_seed",
+        "m: [32]; n: [64]; k: [128]; g: 1; seed: abc",
+        "field 'seed': expected an integer, got 'abc'",
+    ),
     ("unknown_field", "m: [32]; n: [64]; k: [128]; g: 1; seed: 1; l: 2", "unknown field 'l'"),
 ]
 
 
-@pytest.mark.parametrize(("spec", "error"), [c[1:] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES])
+@pytest.mark.parametrize(
+    ("spec", "error"), [c[1:] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES]
+)
 def test_spec_problem_names_field_and_group(spec, error):
     problem = harness.spec_problem(harness.parse_spec(spec))
     if error is None:
@@ -44,7 +81,9 @@ def test_legal_specs_build_inputs():
 def test_unparsable_spec_file_names_file_and_line(tmp_path):
     path = tmp_path / "specs.txt"
     path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\ngarbage\n")
-    with pytest.raises(harness.SpecFileError, match=r"specs.txt, line 2: invalid test case: 'garbage'"):
+    with pytest.raises(
+        harness.SpecFileError, match=r"specs.txt, line 2: invalid test case: 'garbage'"
+    ):
         harness.read_spec_file(str(path))
     with pytest.raises(harness.SpecFileError, match="Could not open test file"):
         harness.read_spec_file(str(tmp_path / "missing.txt"))
@@ -52,7 +91,9 @@ def test_unparsable_spec_file_names_file_and_line(tmp_path):
 
 def test_command_line_specs_files_and_lines(tmp_path):
     path = tmp_path / "specs.txt"
-    path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\nm: [16]; n: [16]; k: [64]; g: 1; seed: 2\n")
+    path.write_text(
+        "m: [32]; n: [64]; k: [128]; g: 1; seed: 1\nm: [16]; n: [16]; k: [64]; g: 1; seed: 2\n"
+    )
     tests = harness.human_cases(["m: [0]; n: [64]; k: [64]; g: 1; seed: 3", str(path)], "test")
     assert [t.args["m"] for t in tests] == [(0,), (32,), (16,)]
     with pytest.raises(harness.SpecFileError, match="neither a spec file nor a spec line"):
