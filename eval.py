@@ -710,9 +710,10 @@ def _dense_fp16_baselines(data_list) -> dict:
 
 
 def _run_baselines(test: TestCase) -> dict:
-    """torch._grouped_mm on pre-dequantized bf16 (dequantization untimed) and the exact
-    torch path, timed like the submission."""
-    from submission import run_torch_exact, validate_inputs
+    """torch._grouped_mm on pre-dequantized bf16 (dequantization untimed), the exact torch
+    path and, on CUDA, cuBLAS fp16 on pre-dequantized operands and our own fp16 fallback
+    (the FP4 decode, then cuBLAS, both timed), timed like the submission."""
+    from submission import run_torch_exact, run_torch_fp16, validate_inputs
 
     data_list = _benchmark_inputs(test)
     results = {}
@@ -745,6 +746,12 @@ def _run_baselines(test: TestCase) -> dict:
             results["torch._grouped_mm bf16 (pre-dequantized)"] = f"unavailable: {e}"
     if torch.cuda.is_available():
         results.update(_dense_fp16_baselines(data_list))
+
+        def fallback(data):
+            return run_torch_fp16(data, validate_inputs(data))
+
+        stats = time_calls(fallback, data_list, False, None, 20, 2e9)
+        results["our fp16 fallback (decode + cuBLAS)"] = stats.mean if isinstance(stats, Stats) else None
     return results
 
 

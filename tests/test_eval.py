@@ -207,3 +207,18 @@ def test_b200_first_run_specs_cover_the_edges():
     assert "tools/b200_edge_specs.txt" in script.read_text()
     proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_regime_specs_cover_the_regimes_a_grouped_gemm_meets():
+    """tools/regime_specs.txt (eval.py benchmark --baselines tools/regime_specs.txt): the
+    leaderboard's four benchmarks, mixture-of-experts projections of 32 groups, decode-like
+    groups of 1-8 tokens (8 to 64 groups) and prefill-like groups of 512-2048 tokens."""
+    lines = (ROOT / "tools" / "regime_specs.txt").read_text().split("\n")
+    cases = [harness.parse_spec(line) for line in lines if line.strip()]
+    assert [harness.spec_problem(c) for c in cases] == [""] * len(cases)
+    task = [harness.parse_spec(t.spec) for t in harness.load_task_cases("benchmarks")]
+    assert all(t in cases for t in task)
+    moe = [c for c in cases if c["g"] == 32 and 16 <= min(c["m"]) and max(c["m"]) <= 200]
+    decode = [c for c in cases if max(c["m"]) <= 8]
+    prefill = [c for c in cases if min(c["m"]) >= 512]
+    assert len(moe) == 2 and {c["g"] for c in decode} == {8, 32, 64} and len(prefill) == 2
