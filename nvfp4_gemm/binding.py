@@ -30,10 +30,10 @@ def int32_rows(rows: Sequence[Sequence[int]]) -> torch.Tensor:
 
 def to_device_async(host: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A small host table on the device without blocking the host: torch's copy from
-    pageable memory synchronizes the host with the device, which on a call with new pointers would make
-    the host wait for every GEMM queued before it (the leaderboard queues 15 calls back to
-    back, and its first timed round sees 15 new pointer sets). From pinned memory the copy
-    is queued like a kernel; torch keeps the pinned block until the copy is done."""
+    pageable memory makes the host wait for the device, which on a call with new pointers
+    means every GEMM queued before it (the leaderboard queues 15 calls back to back, and
+    its first timed round sees 15 new pointer sets). From pinned memory the copy is queued
+    like a kernel; torch keeps the pinned block until the copy is done."""
     if device.type != "cuda":
         return host.to(device)
     return host.pin_memory().to(device, non_blocking=True)
