@@ -138,39 +138,6 @@ def test_human_mode_benchmark_table_and_report(tmp_path):
     assert (tmp_path / "benchmark.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_benchmark_report_ratios():
-    results = [
-        {
-            "case": "a",
-            "mean": 20000.0,
-            "best": 19000.0,
-            "flops": 2e9,
-            "roofline_us": 10.0,
-            "bound": "flops",
-            "sol_us": 5.0,
-        },
-        {
-            "case": "b",
-            "mean": 8000.0,
-            "best": 7000.0,
-            "flops": 1e9,
-            "roofline_us": 2.0,
-            "bound": "flops",
-            "sol_us": 2.0,
-        },
-    ]
-    roof = harness.Roofline(100.0, "test", 1000.0, "copy")
-    report = harness.benchmark_report(results, roof, "ratio")
-    column = {name: i for i, name in enumerate(report["headers"])}
-    assert abs(report["summary"]["geomean_us"] - (20 * 8) ** 0.5) < 1e-9
-    assert abs(report["summary"]["roofline_geomean_us"] - (10 * 2) ** 0.5) < 1e-9
-    assert (
-        report["rows"][0][column["x roofline"]] == "2.00"
-        and report["rows"][1][column["x SOL"]] == "4.00"
-    )
-    assert report["rows"][0][column["TFLOP/s"]] == "100.0"  # 2 GFLOP in 20 us
-
-
 def test_dense_fp16_baselines_time_exact_operands():
     """The cuBLAS fp16 baselines (run here on the CPU): per group always, stacked only where
     every group has the same N and K; their operands are the exact dequantized values."""

@@ -79,6 +79,19 @@ def _results():
     ]
 
 
+def test_benchmark_report_ratios():
+    roof = harness.Roofline(100.0, "test", 1000.0, "copy")
+    report = harness.benchmark_report(_results(), roof, "ratio")
+    column = {name: i for i, name in enumerate(report["headers"])}
+    assert abs(report["summary"]["geomean_us"] - (20 * 8) ** 0.5) < 1e-9
+    assert abs(report["summary"]["roofline_geomean_us"] - (10 * 2) ** 0.5) < 1e-9
+    assert (
+        report["rows"][0][column["x roofline"]] == "2.00"
+        and report["rows"][1][column["x SOL"]] == "4.00"
+    )
+    assert report["rows"][0][column["TFLOP/s"]] == "100.0"  # 2 GFLOP in 20 us
+
+
 @pytest.mark.parametrize(
     ("sol", "headers", "summary"),
     [

@@ -576,13 +576,11 @@ def _assert_one_fallback(stub, data, reason):
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
 
 
-def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(stub, monkeypatch):
-    """On sm100 a config retired by the self-check sends later calls to torch._scaled_mm
-    (the fallback that path has), not to the kernel again."""
+def _on_sm100_counting_scaled_mm(stub, monkeypatch) -> list:
+    """The stub runs as the sm100 path; its torch._scaled_mm fallback is counted (one entry
+    per call) and computes the exact result."""
     monkeypatch.setattr(dispatch, "select_path", lambda device: "sm100")
     monkeypatch.setitem(dispatch._BACKENDS, "sm100", stub.backend)
-    stub.runner.self_check = True
-    stub.corrupt = (0, 0, 0)
     cublas = []
 
     def scaled_mm(data, problem):
@@ -590,6 +588,15 @@ def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(st
         return _EXACT(data, problem)
 
     monkeypatch.setattr(dispatch, "run_scaled_mm", scaled_mm)
+    return cublas
+
+
+def test_a_blackwell_config_that_fails_its_self_check_hands_over_to_scaled_mm(stub, monkeypatch):
+    """On sm100 a config retired by the self-check sends later calls to torch._scaled_mm
+    (the fallback that path has), not to the kernel again."""
+    cublas = _on_sm100_counting_scaled_mm(stub, monkeypatch)
+    stub.runner.self_check = True
+    stub.corrupt = (0, 0, 0)
     data = stub.register(_data(28))
     first, second, messages = _twice_with_warnings(data)
     assert stub.launches == 1 and cublas == [1]
@@ -688,16 +695,8 @@ def test_a_launch_refused_with_the_context_usable_falls_back_to_scaled_mm_once(s
     """On sm100 a launch that fails without faulting (here CUDA error 912, a cluster shape
     that cannot be scheduled) warns once and hands the call, and later ones, to
     torch._scaled_mm; the config is not launched again."""
-    monkeypatch.setattr(dispatch, "select_path", lambda device: "sm100")
-    monkeypatch.setitem(dispatch._BACKENDS, "sm100", stub.backend)
+    cublas = _on_sm100_counting_scaled_mm(stub, monkeypatch)
     _launch_failing_with(stub, monkeypatch, 912)
-    cublas = []
-
-    def scaled_mm(data, problem):
-        cublas.append(1)
-        return _EXACT(data, problem)
-
-    monkeypatch.setattr(dispatch, "run_scaled_mm", scaled_mm)
     data = stub.register(_data(29))
     first, second, messages = _twice_with_warnings(data)
     assert stub.launches == 1 and cublas == [1, 1]
