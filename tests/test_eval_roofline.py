@@ -2,6 +2,7 @@
 and the CPU estimate, on the CPU."""
 
 import pytest
+import torch
 
 import eval as harness
 import reference
@@ -132,9 +133,38 @@ def test_report_flags_a_baseline_under_the_roofline():
     """No baseline may beat the ceiling: if one does, the report says the ceiling is low."""
     results = _results()
     results[0]["baselines"] = {"fp16 mm per group": 9000.0, "fp16 mm stacked": 12000.0}
-    text = harness.benchmark_report(results, ROOF, "none")["text"]
+    roof = harness.Roofline(200.0, "peak", 1000.0, "copy")  # case a's 2 GFLOP: 10 us
+    text = harness.benchmark_report(results, roof, "none")["text"]
     assert "note: fp16 mm per group took 9.00 us on a, under its roofline of 10.00 us" in text
     assert "fp16 mm stacked took" not in text
+
+
+def test_stacked_baseline_is_held_to_the_flops_bound():
+    """The stacked GEMM reads one group's weights, not G: under a bytes-bound case's
+    roofline it may go, under the FLOPs bound it may not."""
+    roof = harness.Roofline(100.0, "peak", 1000.0, "copy")
+    case = {"case": "d", "mean": 50000.0, "best": 49000.0, "flops": 1e9, "roofline_us": 40.0,
+            "bound": "bytes", "sol_us": None}
+    case["baselines"] = {"fp16 mm stacked": 15000.0, "fp16 mm per group": 45000.0}
+    assert harness._below_roofline_notes([case], roof) == []  # 15 us: above 1 GFLOP / 100 TFLOP/s
+    case["baselines"] = {"fp16 mm stacked": 8000.0, "fp16 mm per group": 39000.0}
+    notes = harness._below_roofline_notes([case], roof)
+    assert len(notes) == 2
+    assert "fp16 mm stacked took 8.00 us on d, under its roofline of 10.00 us" in notes[0]
+    assert "fp16 mm per group took 39.00 us on d, under its roofline of 40.00 us" in notes[1]
+
+
+def test_fp4_valued_operands_are_decoded_nvfp4():
+    """The peak's second operand kind: E2M1 values times 1 or 2 per 16 columns, exact in
+    fp16, every value of the set present in a large draw."""
+    x = harness.fp4_valued(64, 256, "cpu", torch.float16)
+    assert x.shape == (64, 256) and x.dtype == torch.float16
+    e2m1 = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0}
+    allowed = {s * v * f for v in e2m1 for s in (1, -1) for f in (1, 2)}
+    assert set(x.abs().float().unique().tolist()) == {abs(v) for v in allowed}
+    blocks = x.float().view(64, 16, 16).abs()
+    odd = blocks * 2 % 2 == 1  # 0.5 and 1.5: values only a scale of 1 gives
+    assert not (odd.any(-1) & (blocks == 12).any(-1)).any()  # one scale per 16 columns
 
 
 def test_report_case_without_work():
