@@ -32,7 +32,6 @@ from .ptx import (
 )
 from .schedule import RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL
 from .sm90_config import (
-    SM90_C_STAGE_BYTES,
     SM90_CONSUMERS_BARRIER,
     SM90_DECODE_K,
     SM90_DESC_BYTES,
@@ -315,7 +314,7 @@ class Sm90Fp4GroupedGemm:
                 cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
             sC: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.wgs * SM90_C_STAGE_BYTES], 1024
+                cute.struct.MemRange[cutlass.Uint8, self.wgs * self.cfg.c_stage_bytes], 1024
             ]
             sPkA: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 1024
@@ -622,12 +621,12 @@ class Sm90Fp4GroupedGemm:
         c_addr, n = mPtrs[4, g], mSizes[1, g]
         lead = Int32(tidx % 128 == 0)
         bulk_wait_read(lead)
-        own_box = storage.sC.data_ptr().toint() + (tidx // 128) * SM90_C_STAGE_BYTES
+        own_box = storage.sC.data_ptr().toint() + (tidx // 128) * self.cfg.c_stage_bytes
         boxes = [own_box]
         if cutlass.const_expr(self.ring_staging):
             cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
             ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
-            boxes = [ring + (tidx // 128) * SM90_C_STAGE_BYTES, own_box]
+            boxes = [ring + (tidx // 128) * self.cfg.c_stage_bytes, own_box]
         else:
             cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         for b in cutlass.range_constexpr(self.blocks):

@@ -33,10 +33,9 @@ SM90_PACKED_K_TILE = 128  # K elements per packed pipeline stage (64 bytes per r
 SM90_DECODE_K = 64  # K elements per K-half of a decoded token buffer (one SW128 fp16 row)
 SM90_WEIGHT_ROWS_PER_BLOCK = 64  # one wgmma M atom
 # Epilogue staging: per consumer WG one (tile_m tokens x 64 weight rows) fp16 box of C
-# under the 128-byte swizzle, the TMA store's box (C row-major: tokens are C's rows), in a
-# buffer sized for 128 tokens
-SM90_C_BOX_ROWS = 128
-SM90_C_STAGE_BYTES = SM90_C_BOX_ROWS * SM90_WEIGHT_ROWS_PER_BLOCK * 2
+# under the 128-byte swizzle, the TMA store's box (C row-major: tokens are C's rows):
+# 128 bytes per token row (Sm90Config.c_stage_bytes)
+SM90_C_ROW_BYTES = SM90_WEIGHT_ROWS_PER_BLOCK * 2
 # A FIXUP's epilogue loads this many token pairs' partial sums (16 floats each) before it
 # adds the first (all 8 pairs of a 128-token block: 64 registers, free once the K-loop ends)
 SM90_FIXUP_BATCH = 8
@@ -54,7 +53,7 @@ SM90_CONSUMERS_BARRIER = 4
 # Host-side configuration and pure functions
 @dataclass(frozen=True)
 class Sm90Config:
-    tile_m: int = 128  # token rows per tile (wgmma N): 128, or 96 at tile_n 192
+    tile_m: int = 128  # token rows per tile (wgmma N): 128, 96 at tile_n 192, 64 or 32 (decode)
     tile_n: int = 128  # weight rows per tile (wgmma M): consumer WGs x blocks x 64
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
@@ -89,10 +88,12 @@ class Sm90Config:
     def decoder_threads(self) -> int:
         """Consumer threads that share the token decode: all of them where a K-tile's
         4 x tile_m packed words split into one or two whole words each (2 WGs at 128
-        tokens, 3 WGs at 96), else the first two WGs (3 WGs at 128 tokens)."""
+        tokens, 3 WGs at 96), else the first two WGs (3 WGs at 128 tokens), or the first
+        at 32 tokens (one word per thread: no thread decodes a row past the ring
+        buffer's)."""
         if (4 * self.tile_m) % self.consumer_threads == 0:
             return self.consumer_threads
-        return SM90_DECODER_THREADS
+        return min(SM90_DECODER_THREADS, 4 * self.tile_m)
 
     @property
     def sf_blocks(self) -> int:
@@ -102,9 +103,15 @@ class Sm90Config:
 
     @property
     def sfa_blocks(self) -> int:
-        """128-row scale atoms a token tile spans: one at 128 tokens; a 96-row tile starts
-        0, 32, 64 or 96 rows into an atom, so it may end in the next."""
-        return 1 if self.tile_m % 128 == 0 else 2
+        """128-row scale atoms a token tile spans: one at 128, 64 or 32 tokens (which divide
+        an atom); a 96-row tile starts 0, 32, 64 or 96 rows into an atom, so it may end in
+        the next."""
+        return 1 if 128 % self.tile_m == 0 else 2
+
+    @property
+    def c_stage_bytes(self) -> int:
+        """One consumer WG's C staging box: tile_m token rows of 128 bytes."""
+        return self.tile_m * SM90_C_ROW_BYTES
 
     @property
     def widths(self) -> tuple[int, ...]:
@@ -127,7 +134,7 @@ def sm90_decoded_bytes(cfg: Sm90Config) -> int:
 def sm90_fixed_smem_bytes(cfg: Sm90Config) -> int:
     """Everything but the packed stages: the token ring, the epilogue's C staging (one box
     per consumer WG), mbarriers and alignment slack (1 KB for the swizzled buffers)."""
-    return sm90_decoded_bytes(cfg) + cfg.consumer_wgs * SM90_C_STAGE_BYTES + 3072
+    return sm90_decoded_bytes(cfg) + cfg.consumer_wgs * cfg.c_stage_bytes + 3072
 
 
 def sm90_smem_bytes(cfg: Sm90Config) -> int:
@@ -214,16 +221,21 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
 SM90_TILE_NS = (128, 192, 256)  # 2 WGs x 1 block, 3 WGs x 1, 2 WGs x 2 (Sm90Config.consumer_wgs)
 # token tile heights: 128, or 96 at tile_n 192, where all three WGs then decode tokens
 # (one word per chunk each: Sm90Config.decoder_threads)
-SM90_TILE_MS = {128: (128,), 192: (128, 96), 256: (128,)}
-SM90_NARROW_WIDTHS = (96, 64, 32)  # whole 16-byte chunks per decoding thread (sm90_token_split)
+# 32-token tiles at tile_n 256: the decode regime (sm90_cost_model's SM90_KTILE_US_32_TOKENS)
+SM90_TILE_MS = {128: (128,), 192: (128, 96), 256: (128, 32)}
+# whole 16-byte chunks per decoding thread (sm90_token_split); 16: the epilogue's
+# stmatrix.x4 takes 16 token columns at a time
+SM90_NARROW_WIDTHS = (96, 64, 32, 16)
 
 
 def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
     # SM90_TILE_MS: every decoder thread decodes part of a token row (sm90_token_split);
-    # narrow phases: descending widths below the tile's, at most MAX_PHASES in all
+    # narrow phases: descending widths below the tile's, at most MAX_PHASES in all, each
+    # with a measured cost (the schedule is built from the cost model)
     return (
         cfg.tile_n in SM90_TILE_NS and cfg.tile_m in SM90_TILE_MS[cfg.tile_n]
         and len(cfg.widths) <= MAX_PHASES
+        and all((cfg.tile_n, w) in sm90_ktile_table(cfg) for w in cfg.widths)
         and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
     )
@@ -350,7 +362,7 @@ def sm90_token_scale_selector(group, wpt: int):
 # (96, 64) phases, which ran it 2 us slower than (64,) in an alternating A/B (kernel 77.2 /
 # 76.7 against 74.7 / 75.5 us) while they ran shape 0 3 us faster; 1.66 picks both right.
 SM90_KTILE_US = {
-    (256, 128): 1.72, (256, 96): 1.66, (256, 64): 1.22, (256, 32): 1.02,
+    (256, 128): 1.72, (256, 96): 1.66, (256, 64): 1.22, (256, 32): 1.02, (256, 16): 0.95,
     (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
@@ -361,6 +373,14 @@ SM90_KTILE_US = {
 # K-tile then): it decodes as many values per MAC, 1/96 + 1/192 = 2/128, though its K-loop
 # has 277 SASS instructions per warp against 338.
 SM90_KTILE_US_96_TOKENS = {(192, 96): 1.02, (192, 64): 0.89, (192, 32): 0.80}
+# Decode: 32-token tiles at tile_n 256 (4 packed stages; 7 or 9 measured no faster), fit
+# to one wave of 128 tiles of 56 K-tiles (G = 8, N = 4096, K = 7168; python
+# tools/sm90_sweep.py --spec-file tools/regime_specs.txt): 1-8 tokens a group ran 47.1 us
+# at width 16 and 17-32 tokens 52.4 us at width 32, where the 128-token config's width-64
+# phase (1.22 above) ran 61.1 and 61.0. The (256, 16) entry above is the 128-token config's
+# width-16 phase (48.7 us on the same case). G = 32 x (N = 2048, K = 7168) and
+# G = 64 x (2048, 2048) at 1-8 tokens: 88.8 / 55.4 us against 117.5 / 73.1.
+SM90_KTILE_US_32_TOKENS = {(256, 32): 1.04, (256, 16): 0.92}
 SM90_TILE_US = {256: 5.0, 192: 3.0, 128: 1.8}
 # Widths the chooser offers. tile_n 192 (three consumer WGs) measured slower on all four
 # shapes (kernel 145.3 / 82.2 / 44.9 / 21.0 us whole, 128.9 / 79.0 / 35.7 / 21.7 K-range,
@@ -377,6 +397,11 @@ SM90_TILE_N_CHOICES = (128, 256)
 # (three alternating rounds of python eval.py benchmark), with the
 # same K-loop (338 against 339 SASS instructions): not explained.
 SM90_NARROW_CHOICES = ((96, 64), (64,))
+# The decode regime's tile (32 tokens, a width-16 phase), offered whole after the 128-token
+# ones: tiles of 1-32 tokens decode and multiply 32 token columns instead of 64, and the
+# small ring leaves room for 4 packed stages. Split into K ranges it ran no faster
+# (47.6 / 89.8 against 47.1 / 88.8 us on the first two cases of SM90_KTILE_US_32_TOKENS).
+SM90_DECODE_TILE = {"tile_m": 32, "narrow": (16,)}
 
 
 # A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the
@@ -407,9 +432,14 @@ SM90_BALANCE_KTILE_US = {128: 0.847, 96: 0.765, 64: 0.587, 32: 0.513}
 SM90_BALANCE_UNIT_US, SM90_BALANCE_FIXUP_US = 1.0, 0.8
 
 
+def sm90_ktile_table(cfg: Sm90Config) -> dict:
+    """The measured K-tile costs of cfg's token tile height, by (tile_n, width)."""
+    return {96: SM90_KTILE_US_96_TOKENS, 32: SM90_KTILE_US_32_TOKENS}.get(cfg.tile_m, SM90_KTILE_US)
+
+
 def sm90_cost_model(cfg: Sm90Config) -> tuple[tuple[float, ...], float, float]:
     """(us per K-tile in each phase, us per unit, us per split piece)."""
-    table = SM90_KTILE_US_96_TOKENS if cfg.tile_m == 96 else SM90_KTILE_US
+    table = sm90_ktile_table(cfg)
     kt_us = tuple(table[(cfg.tile_n, w)] for w in cfg.widths)
     return kt_us, SM90_TILE_US[cfg.tile_n], SM90_FIXUP_US[cfg.tile_n]
 
@@ -564,17 +594,23 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
     return configs[best[1]]
 
 
-def sm90_candidate_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[Sm90Config]:
-    """The configs choose_sm90_config picks from, in its tie-break order: whole tiles at each
-    width and narrow choice, then the split ones it offers (sm90_offers_split). A config
-    that would model the same as an earlier one (sm90_phase_signature: when no tile falls
-    in the phase where two narrow choices differ) is left out: it could only tie, and a tie
-    goes to the earlier one."""
+def sm90_offered_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[Sm90Config]:
+    """Every config the chooser offers a problem, in its tie-break order: whole tiles at each
+    width and narrow choice, the decode tile (SM90_DECODE_TILE), then the split ones
+    (sm90_offers_split)."""
     configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
+    configs.append(make_sm90_config(256, **SM90_DECODE_TILE))
     configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
                 if sm90_offers_split(sizes, cfg := make_sm90_config(n, narrow=w, split_k=True), num_sms)]
+    return configs
+
+
+def sm90_candidate_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[Sm90Config]:
+    """The configs choose_sm90_config picks from: sm90_offered_configs, less any that would
+    model the same as an earlier one (sm90_phase_signature: when no tile falls in the phase
+    where two narrow choices differ). It could only tie, and a tie goes to the earlier one."""
     seen, distinct = set(), []
-    for cfg in configs:
+    for cfg in sm90_offered_configs(sizes, num_sms):
         signature = sm90_phase_signature(sizes, cfg)
         if signature not in seen:
             seen.add(signature)

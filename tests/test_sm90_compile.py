@@ -31,8 +31,8 @@ def _compile_and_dump(tmp_path, cfg_kwargs) -> str:
 @pytest.mark.parametrize(
     "cfg",
     [{}, {"narrow": ()}, {"tile_n": 256}, {"tile_n": 256, "split_k": True}, {"tile_n": 192, "split_k": True},
-     {"tile_n": 192, "tile_m": 96, "narrow": (64, 32), "split_k": True}],
-    ids=["default", "one_phase", "tile_n256", "tile_n256_split_k", "tile_n192_split_k", "tile_n192_m96_split_k"],
+     {"tile_n": 192, "tile_m": 96, "narrow": (64, 32), "split_k": True}, {"tile_n": 256, "tile_m": 32, "narrow": (16,)}],
+    ids=["default", "one_phase", "tile_n256", "tile_n256_split_k", "tile_n192_split_k", "tile_n192_m96_split_k", "decode"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     ptx = _compile_and_dump(tmp_path, cfg)
@@ -65,11 +65,14 @@ SM90_K_LOOP_BUDGET = [
     # 96-row token tiles at tile_n 192: one word per chunk for each of the three WGs (386
     # at 128 tokens, where two WGs decode two words each); measured 0.967 us per K-tile
     ({"tile_n": 192, "tile_m": 96, "narrow": (64, 32)}, 277),
+    # the decode tile: 32 tokens, one word per decoding thread, first WG only; 47.1 us on
+    # G = 8 x (1-8 tokens, N = 4096, K = 7168): 0.79 us per K-tile at width 16
+    ({"tile_n": 256, "tile_m": 32, "narrow": (16,)}, 428),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg, budget", SM90_K_LOOP_BUDGET, ids=["tile_n128", "tile_n256_split_k", "tile_n192_m96"])
+@pytest.mark.parametrize("cfg, budget", SM90_K_LOOP_BUDGET, ids=["tile_n128", "tile_n256_split_k", "tile_n192_m96", "decode"])
 def test_sm90_k_loop_stays_within_its_instruction_budget(tmp_path, cfg, budget):
     sys.path.insert(0, str(ROOT / "tools"))
     import sm90_sass

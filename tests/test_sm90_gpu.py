@@ -122,6 +122,28 @@ TILE_M96 = Case("tile-m96", (300, 40, 200, 129, 1), (512, 256, 384, 200, 128), (
                 full_range=True, poison=True)
 
 
+# 32-token tiles start 0, 32, 64 and 96 rows into a scale atom and in the next (M = 300),
+# groups of 1-32 tokens (the width-16 and width-32 phases), N not a multiple of 256 nor
+# of 8 (the element-wise C store), every E2M1 code, NaN in the scale padding
+TILE_M32 = Case("tile-m32", (1, 7, 16, 17, 32, 300, 40), (256, 512, 200, 384, 4096, 512, 100),
+                (512, 256, 768, 256, 2048, 512, 256), full_range=True, poison=True)
+
+
+@pytest.mark.parametrize("num_sms", [3, 132])
+def test_decode_tile(num_sms):
+    """The decode tile (tile_n 256, 32 tokens, a width-16 phase; the first consumer WG
+    decodes the tokens) through a runner with the config forced."""
+    _require_sm90()
+    import submission
+
+    cfg = submission.make_sm90_config(256, **submission.SM90_DECODE_TILE)
+    assert submission.sm90_config_is_legal(cfg) and cfg.tile_m == 32
+    data = _make(TILE_M32)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
+    _check_outputs(data)
+
+
 @pytest.mark.parametrize("split_k", [False, True], ids=["whole", "split_k"])
 @pytest.mark.parametrize("num_sms", [3, 132])
 def test_tile_m_96_with_three_decoding_warpgroups(num_sms, split_k):

@@ -364,6 +364,53 @@ def test_config_choice_on_the_benchmarks(case, tile_n, split_k, narrow):
     assert sm90_config.sm90_config_is_legal(sm90_config.choose_sm90_config(sizes, 132))
 
 
+def _regime_sizes():
+    sys.path.insert(0, str(ROOT))
+    import eval as harness
+
+    tests = harness.read_spec_file(str(ROOT / "tools" / "regime_specs.txt"))
+    return [[(m, n, k, 1) for m, n, k in zip(t.args["m"], t.args["n"], t.args["k"])] for t in tests]
+
+
+def test_config_choice_per_regime():
+    """The decode tile (32 tokens, width-16 phase) goes to groups of at most 32 tokens and
+    to nothing larger: tools/regime_specs.txt's three decode cases (1-8 tokens, G 8 / 32 /
+    64) ran 47.1 / 88.8 / 55.4 us with it against 61.1 / 117.5 / 73.1 with the 128-token
+    choice, and 17-32 tokens (G = 8, N = 4096, K = 7168) 52.4 against 61.0 (python
+    tools/sm90_sweep.py --spec-file tools/regime_specs.txt); the leaderboard's shapes,
+    the 32-group projections (16-200 tokens) and the prefill cases keep 128-token tiles."""
+    regimes = _regime_sizes()
+    decode = {6, 7, 8}
+    for i, sizes in enumerate(regimes):
+        cfg = sm90_config.choose_sm90_config(sizes, 132)
+        assert sm90_config.sm90_config_is_legal(cfg)
+        assert (cfg.tile_m == 32) == (i in decode), (i, cfg)
+        if i in decode:
+            assert (cfg.tile_n, cfg.narrow, cfg.split_k) == (256, (16,), False)
+    tokens_17_32 = [(m, 4096, 7168, 1) for m in (20, 32, 25, 17, 30, 28, 19, 31)]
+    assert sm90_config.choose_sm90_config(tokens_17_32, 132).tile_m == 32
+    tokens_33_48 = [(m + 16, 4096, 7168, 1) for m in (20, 32, 25, 17, 30, 28, 19, 31)]
+    assert sm90_config.choose_sm90_config(tokens_33_48, 132).tile_m == 128
+
+
+def test_decode_tile_config():
+    """The decode tile: 4 packed stages, the first consumer WG alone decodes the 32 token
+    rows (one word per thread, no row past the ring buffer's), one scale atom per token
+    tile, 4 KB C boxes; 32-token tiles are legal at tile_n 256 only, and a narrow width
+    needs a measured cost."""
+    cfg = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE)
+    assert sm90_config.sm90_config_is_legal(cfg)
+    assert (cfg.stages, cfg.decoder_threads, cfg.sfa_blocks, cfg.c_stage_bytes) == (4, 128, 1, 4096)
+    assert sm90_config.sm90_token_split(32, cfg.decoder_threads) == (4, 1)
+    rows = {sm90_config.sm90_token_lane(t, 32, cfg.decoder_threads)[0] for t in range(cfg.decoder_threads)}
+    assert rows == set(range(32))
+    assert max(sm90_config.sm90_token_lane(t, 16, cfg.decoder_threads)[0] for t in range(128)) < 32
+    assert not sm90_config.sm90_config_is_legal(sm90_config.Sm90Config(tile_n=128, tile_m=32, narrow=(16,)))
+    assert not sm90_config.sm90_config_is_legal(sm90_config.make_sm90_config(128, narrow=(64, 16)))
+    # the 128-token config's C boxes and ring are as before (16 KB per WG)
+    assert sm90_config.make_sm90_config(256).c_stage_bytes == 16384
+
+
 def test_trace_tool_instruments_this_submission():
     """tools/sm90_trace.py patches submission.py by its text: every stamp must still find
     its place in the current kernel, and the result must be Python."""
@@ -613,15 +660,14 @@ def test_candidates_leave_out_only_configs_that_model_alike():
     last tile of 65-96 rows both narrow choices stay."""
     for sizes in _bound_corpus():
         for num_sms in (132, 11):
-            offered = [sm90_config.make_sm90_config(n, narrow=w) for n in sm90_config.SM90_TILE_N_CHOICES for w in sm90_config.SM90_NARROW_CHOICES]
-            offered += [c for n in sm90_config.SM90_TILE_N_CHOICES for w in sm90_config.SM90_NARROW_CHOICES
-                        if sm90_config.sm90_offers_split(sizes, c := sm90_config.make_sm90_config(n, narrow=w, split_k=True), num_sms)]
+            offered = sm90_config.sm90_offered_configs(sizes, num_sms)
             spans = [sm90_config.sm90_makespan_us(sizes, c, num_sms) for c in offered]
             assert sm90_config.choose_sm90_config(sizes, num_sms) == offered[spans.index(min(spans))], sizes
     no_96 = [(128, 4096, 1024, 1), (40, 4096, 1024, 1), (250, 4096, 1024, 1)]  # last tiles 40, 122 rows
-    widths = {c.narrow for c in sm90_config.sm90_candidate_configs(no_96, 132)}
+    widths = {c.narrow for c in sm90_config.sm90_candidate_configs(no_96, 132) if c.tile_m == 128}
     assert widths == {(96, 64)}, widths
-    assert {c.narrow for c in sm90_config.sm90_candidate_configs(no_96 + [(80, 4096, 1024, 1)], 132)} == {(96, 64), (64,)}
+    more = sm90_config.sm90_candidate_configs(no_96 + [(80, 4096, 1024, 1)], 132)
+    assert {c.narrow for c in more if c.tile_m == 128} == {(96, 64), (64,)}
 
 
 def _k_range_candidates(sizes, num_sms):

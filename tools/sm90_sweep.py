@@ -5,6 +5,7 @@ result against the exact reference once. For config experiments on the H200:
     python tools/sm90_sweep.py "tile_n=256,stages=4" "narrow=96/64" "narrow=" ...
     python tools/sm90_sweep.py --module old/submission.py ""     # another submission.py
     python tools/sm90_sweep.py --kernel-time ""                   # + per-call GPU time
+    python tools/sm90_sweep.py --spec-file tools/regime_specs.txt --shapes 6,7,8 "auto" ...
 
 --kernel-time adds, per shape, the GEMM kernel's own duration per call (CUDA activity of
 torch.profiler over one round of the 15 calls), so that host-bound shapes show as such.
@@ -66,7 +67,8 @@ def main() -> int:
     ap.add_argument("specs", nargs="*", default=[""])
     ap.add_argument("--module", default=None, help="path of another submission.py to time")
     ap.add_argument("--kernel-time", action="store_true")
-    ap.add_argument("--shapes", default="0,1,2,3", help="indexes into task.yml's benchmarks")
+    ap.add_argument("--spec-file", default=None, help="cases from this spec file instead of task.yml's benchmarks")
+    ap.add_argument("--shapes", default=None, help="indexes into the cases (default: all)")
     args = ap.parse_args()
     S = load_submission(args.module)
 
@@ -76,7 +78,12 @@ def main() -> int:
     import reference
     from tests.cases import task_cases
 
-    cases = [task_cases("benchmarks")[int(i)] for i in args.shapes.split(",")]
+    if args.spec_file:
+        cases = [test.args for test in ev.read_spec_file(args.spec_file)]
+    else:
+        cases = [dict(case.args()) for case in task_cases("benchmarks")]
+    if args.shapes:
+        cases = [cases[int(i)] for i in args.shapes.split(",")]
     tag = f"[{args.module}] " if args.module else ""
     for spec in args.specs or [""]:
         cfg = parse(S, spec) if spec != "auto" else None
@@ -88,8 +95,8 @@ def main() -> int:
         S._runners.clear()
         S._last_runner = None
         times, kernel = [], []
-        for case in cases:
-            test = ev.TestCase(dict(case.args()), "")
+        for i, case in enumerate(cases):
+            test = ev.TestCase(case, "")
             data_list = ev._benchmark_inputs(test)
             out = S.custom_kernel(data_list[0])
             ref = reference.ref_kernel(ev._clone_data(data_list[0]))
@@ -102,10 +109,12 @@ def main() -> int:
             if args.kernel_time:
                 kernel.append(kernel_us_per_call(S, data_list))
                 extra = f" (kernel {kernel[-1]:.2f} us)"
-            print(f"  {tag}{spec or 'default'} {case.id}: {stats.mean / 1e3:.2f} us{extra} {'ok' if ok else 'MISMATCH'}")
+            rate = ev.bytes_of(case) / stats.mean  # bytes per ns = GB/s
+            print(f"  {tag}{spec or 'default'} {i}: {stats.mean / 1e3:.2f} us{extra} ({rate:.0f} GB/s of "
+                  f"operand bytes) {'ok' if ok else 'MISMATCH'}")
         geo = math.exp(sum(map(math.log, times)) / len(times))
         line = f"{tag}{spec or 'default'}: " + " / ".join(f"{t:.1f}" for t in times) + f"  geomean {geo:.2f} us"
-        if kernel:
+        if kernel and min(kernel) > 0:  # 0: no Sm90 kernel ran (a fallback warned)
             kgeo = math.exp(sum(map(math.log, kernel)) / len(kernel))
             line += "  | kernel " + " / ".join(f"{t:.1f}" for t in kernel) + f"  geomean {kgeo:.2f} us"
         print(line)
