@@ -156,13 +156,30 @@ def sm100_tmem_columns(cfg: Sm100Config) -> int:
     return cfg.acc_stages * cfg.mma_n + sm100_sf_tmem_columns(cfg)
 
 
+# The decode regime's MMA N: a token tile of 32 rows on the MMA's N side (swap-AB, one
+# CTA). kind::mxf4nvf4 takes N = 8 .. 256 in steps of 8 with cta_group::1 (the DSL's
+# BlockScaledMmaOp checks exactly that); 32 is the least the epilogue's 128 x 32 subtile
+# (SM100_EPI_TILE_ELEMS) allows. SFB (the token scales) stays in whole 128-row atoms in
+# shared memory and TMEM, as CUTLASS keeps it for N < 128 (make_smem_layout_sfb rounds N
+# up to 128); the kernel reads atom tile_mma_n of it, so a 32-row token tile is right only
+# as a group's first: sm100_problem_fits_config takes groups of at most 32 tokens.
+SM100_TINY_MMA_N = 32
+
+
+def sm100_is_tiny(cfg: Sm100Config) -> bool:
+    """A config whose token tiles are narrower than a 128-row scale atom."""
+    return cfg.mma_n < 128
+
+
 def is_valid_sm100_tile(cfg: Sm100Config) -> tuple[bool, str]:
     if cfg.cta_group not in (1, 2):
         return False, f"cta_group must be 1 or 2, got {cfg.cta_group}"
     if cfg.mma_m != 128 * cfg.cta_group:
         return False, f"MMA M (= {cfg.mma_m}) must be 128 per CTA (cta_group {cfg.cta_group})"
-    if cfg.mma_n not in (128, 256):
-        return False, f"MMA N (= {cfg.mma_n}) must be 128 or 256"
+    if cfg.mma_n == SM100_TINY_MMA_N and not (cfg.swap_ab and cfg.cta_group == 1):
+        return False, f"MMA N = {SM100_TINY_MMA_N} (token tiles) needs swap-AB and one CTA"
+    if cfg.mma_n not in (128, 256, SM100_TINY_MMA_N):
+        return False, f"MMA N (= {cfg.mma_n}) must be 128 or 256 (or {SM100_TINY_MMA_N} with swap-AB)"
     return True, ""
 
 
@@ -281,6 +298,17 @@ def is_valid_sm100_problem(problem_sizes: Sequence[Sequence[int]]) -> tuple[bool
     return True, ""
 
 
+def sm100_problem_fits_config(cfg: Sm100Config, problem_sizes: Sequence[Sequence[int]]) -> tuple[bool, str]:
+    """A tiny config (sm100_is_tiny) takes groups of at most tile_m tokens: one token tile
+    per group, whose scales are the first rows of the group's first 128-row atom."""
+    if sm100_is_tiny(cfg):
+        for g, (m, *_rest) in enumerate(problem_sizes):
+            if m > cfg.tile_m:
+                return False, (f"group {g}: M = {m} > {cfg.tile_m}: the {cfg.name} config takes "
+                               f"one token tile per group")
+    return True, ""
+
+
 # Benchmarks of task.yml, keyed by sm100_problem_signature.
 _SM100_BENCH_1 = tuple((m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160))
 _SM100_BENCH_2 = tuple((m, 7168, 2048) for m in (40, 76, 168, 72, 164, 148, 196, 160))
@@ -301,6 +329,7 @@ SM100_NAMED_CONFIGS: dict = {
     "swap_1cta_m128n128": make_sm100_config(128, 128, swap_ab=True, cta_group=1),
     "plain_1cta_m128n128": make_sm100_config(128, 128, swap_ab=False, cta_group=1),
     "plain_2cta_m256n128": make_sm100_config(256, 128, swap_ab=False, cta_group=2),
+    "swap_1cta_m32n128": make_sm100_config(SM100_TINY_MMA_N, 128, swap_ab=True, cta_group=1),
 }
 
 
@@ -309,7 +338,12 @@ def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 1
     if cfg is None:
         max_m = max(ps[0] for ps in problem_sizes)
         min_n = min(ps[1] for ps in problem_sizes)
-        if min_n >= 1024 and max_m <= 512:
+        if max_m <= SM100_TINY_MMA_N:
+            # decode: 1-32 tokens a group, one 32-column MMA N tile each instead of 128 or
+            # 256 (the MMA and the epilogue's TMEM drain shrink 4-8x; the weights' bytes,
+            # the bound here, are the same)
+            cfg = SM100_NAMED_CONFIGS["swap_1cta_m32n128"]
+        elif min_n >= 1024 and max_m <= 512:
             # decode-like: the weight side N is large, put it on the 256-row 2-CTA MMA
             cfg = SM100_NAMED_CONFIGS["swap_2cta_m128n256"]
         elif max_m <= 128:
@@ -396,7 +430,10 @@ class Sm100BlockScaledGroupedGemm:
         ok, reason = sm100_config_is_legal(config)
         if not ok:
             return False, reason
-        return is_valid_sm100_problem(problem_sizes)
+        ok, reason = is_valid_sm100_problem(problem_sizes)
+        if not ok:
+            return False, reason
+        return sm100_problem_fits_config(config, problem_sizes)
 
     # ----------------------------------------------------------------- static layouts
     def _make_tiled_mmas(self):

@@ -170,6 +170,7 @@ def test_b200_first_run_specs_cover_the_edges():
     assert {128, 384, 3072, 7168} <= {n for c in cases for n in c["n"]}
     assert {256, 2048, 7168} <= {k for c in cases for k in c["k"]}
     assert any(len(set(c["k"])) > 1 for c in cases)
+    assert any(max(c["m"]) <= 32 for c in cases)  # the decode config (MMA N = 32)
     script = ROOT / "tools" / "gpu_verify.sh"
     assert "tools/b200_edge_specs.txt" in script.read_text()
     proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)

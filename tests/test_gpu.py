@@ -280,6 +280,25 @@ def test_reallocated_addresses_other_shapes():
         _check({"m": (m,), "n": (n,), "k": (k,), "g": 1, "seed": m + n})
 
 
+DECODE_CASES = [
+    {"m": (4, 6, 7, 3, 4, 1, 2, 3), "n": (4096,) * 8, "k": (7168,) * 8, "g": 8, "seed": 2026},
+    {"m": (1, 32, 17, 16, 9), "n": (2048, 7168, 256, 384, 128), "k": (2048, 256, 4096, 512, 7168), "g": 5, "seed": 7},
+]
+
+
+@pytest.mark.parametrize("args", DECODE_CASES, ids=["g8-tokens1-8", "mixed-tokens1-32"])
+def test_decode_regime(args):
+    """Groups of 1-32 tokens take the decode configs (Hopper: 32-token tiles with a
+    width-16 phase; Blackwell: MMA N = 32), checked against the reference."""
+    sizes = [(m, n, k, 1) for m, n, k in zip(args["m"], args["n"], args["k"])]
+    if _kernel_path() == "sm90":
+        assert submission.choose_sm90_config(sizes, 132).tile_m == 32
+    elif _kernel_path() == "sm100":
+        assert submission.sm100_is_tiny(submission.choose_sm100_config(sizes))
+    _check(args)
+    _assert_kernel_ran()
+
+
 @requires_sm100
 def test_reference_agrees_with_cublas_fp4():
     data = reference.generate_input(m=(96, 128), n=(128, 256), k=(256, 512), g=2, seed=1111)

@@ -38,6 +38,10 @@ LEGALITY_CASES = [
     LegalityCase("n256_two_acc_stages_tmem", replace(BASE, tile_n=256, ab_stages=3), False, "TMEM"),
     LegalityCase("mma_m_256_needs_2cta", replace(BASE, tile_m=256, ab_stages=3), False, "MMA M"),
     LegalityCase("mma_n_64", replace(BASE, tile_n=64), False, "MMA N"),
+    LegalityCase("swap_1cta_tokens_32", sm100.make_sm100_config(32, 128, True, 1), True),
+    LegalityCase("tokens_32_2cta", replace(sm100.make_sm100_config(32, 128, True, 1), tile_n=256, cta_group=2),
+                 False, "needs swap-AB and one CTA"),
+    LegalityCase("n_32_without_swap", replace(BASE, tile_n=32), False, "needs swap-AB and one CTA"),
     LegalityCase("cta_group_4", replace(BASE, cta_group=4), False, "cta_group"),
     LegalityCase("too_many_stages", replace(BASE, ab_stages=12), False, "shared memory"),
     LegalityCase("one_ab_stage", replace(BASE, ab_stages=1), False, "ab_stages"),
@@ -96,6 +100,24 @@ def test_can_implement(case):
     ok, reason = sm100.Sm100BlockScaledGroupedGemm.can_implement(cfg, case.sizes)
     assert ok == case.ok, reason
     assert case.reason_part in reason
+
+
+def test_decode_config_for_groups_of_at_most_32_tokens():
+    """1-32 tokens a group: the 32-column token tile (MMA N = 32, one CTA, swap-AB); a
+    group of 33 takes a 128- or 256-column tile, and the tiny config refuses it by name
+    (its token scales are read from a group's first 128-row atom only)."""
+    tiny = sm100.SM100_NAMED_CONFIGS["swap_1cta_m32n128"]
+    assert (tiny.mma_m, tiny.mma_n, tiny.cta_group) == (128, 32, 1) and sm100.sm100_is_tiny(tiny)
+    decode = [(m, 4096, 7168, 1) for m in (4, 6, 7, 3, 4, 1, 2, 32)]
+    assert sm100.choose_sm100_config(decode) == tiny
+    assert sm100.Sm100BlockScaledGroupedGemm.can_implement(tiny, decode) == (True, "")
+    bigger = decode[:-1] + [(33, 4096, 7168, 1)]
+    assert not sm100.sm100_is_tiny(sm100.choose_sm100_config(bigger))
+    ok, reason = sm100.Sm100BlockScaledGroupedGemm.can_implement(tiny, bigger)
+    assert not ok and reason.startswith("group 7: M = 33 > 32"), reason
+    # the scales of a 32-token tile: 128-row atoms in shared memory and TMEM, as at N = 128
+    assert sm100.sm100_stage_bytes(tiny) == 128 * 128 + 32 * 128 + 2 * 128 * 16
+    assert sm100.sm100_tmem_columns(tiny) == 2 * 32 + 2 * 16
 
 
 def test_can_implement_rejects_illegal_config():
