@@ -9,8 +9,11 @@ call (tools/host_overhead.py's back_to_back_us: medians of 5 batches) two ways:
   same:    one input called back to back (the call cache's latest-hit shortcut);
   cycle15: the shape's 15 inputs in turn, as the leaderboard's timed loop calls them (a
            full lookup per call).
-On a GPU each round also times torch.cuda._sleep, the host's launch floor then; without
-one the launches are stubbed (host_overhead.install_stub), which times the wrapper alone.
+  launch alone (GPU only): the cached pointer table's launch without the wrapper
+           (host_overhead.bound_launch_us).
+On a GPU each round also times torch.cuda._sleep and the bare driver launch of an empty
+kernel (host_overhead.driver_launch_floor_us), the host's launch floors then; without one
+the launches are stubbed (host_overhead.install_stub), which times the wrapper alone.
 """
 
 import argparse
@@ -26,7 +29,13 @@ import torch  # noqa: E402
 
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
-from tools.host_overhead import back_to_back_us, install_stub, launch_floor_us  # noqa: E402
+from tools.host_overhead import (  # noqa: E402
+    back_to_back_us,
+    bound_launch_us,
+    driver_launch_floor_us,
+    install_stub,
+    launch_floor_us,
+)
 
 INPUTS_PER_SHAPE = 15  # the leaderboard's timed loop: 15 inputs of one shape, in turn
 
@@ -54,7 +63,7 @@ def main() -> int:
     args = parser.parse_args()
     mods = {"old": load(args.old, "sub_old"), "new": load(args.new, "sub_new")}
     cuda = torch.cuda.is_available()
-    floors = []
+    floors, driver_floors = [], []
     cases = [(f"G={c.g} N={c.n[0]} K={c.k[0]}", c.args()) for c in task_cases("benchmarks")]
     # the same group counts on small problems: kernels shorter than the host work, so
     # that the launch queue never fills and blocks the host (see host_overhead.measure)
@@ -68,6 +77,9 @@ def main() -> int:
         if cuda:
             torch.cuda.synchronize()
         out = {name: {"same": [], "cycle15": []} for name in mods}
+        if cuda:
+            for name in mods:
+                out[name]["launch alone"] = []
         for _ in range(args.rounds):
             for name, mod in mods.items():
                 kernel = mod.custom_kernel
@@ -80,8 +92,11 @@ def main() -> int:
                 out[name]["same"].append(back_to_back_us(lambda kernel=kernel, d=first: kernel(d), args.calls))
                 cycles = max(args.calls // INPUTS_PER_SHAPE, 1)
                 out[name]["cycle15"].append(back_to_back_us(cycle, cycles) / INPUTS_PER_SHAPE)
+                if cuda:
+                    out[name]["launch alone"].append(bound_launch_us(mod, first, args.calls))
             if cuda:
                 floors.append(launch_floor_us(args.calls))
+                driver_floors.append(driver_launch_floor_us(args.calls))
         for name in mods:
             print(f"{label:<20} {name}: " + "; ".join(
                 f"{how} median {statistics.median(v):.2f} us (rounds {min(v):.2f}-{max(v):.2f})"
@@ -89,6 +104,8 @@ def main() -> int:
     if floors:
         print(f"launch floor (torch.cuda._sleep) over the rounds: median {statistics.median(floors):.2f} us "
               f"({min(floors):.2f}-{max(floors):.2f})")
+        print(f"bare driver launch (cuLaunchKernel of an empty kernel through ctypes): median "
+              f"{statistics.median(driver_floors):.2f} us ({min(driver_floors):.2f}-{max(driver_floors):.2f})")
     where = torch.cuda.get_device_name() if cuda else "launch stubbed (no GPU)"
     print(f"({where}; {args.rounds} alternating rounds, {args.calls} calls each way per round)")
     return 0

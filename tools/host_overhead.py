@@ -15,6 +15,7 @@ with the garbage collector's share (see new_sizes_sequence).
 """
 
 import argparse
+import ctypes
 import gc
 import json
 import random
@@ -71,6 +72,44 @@ def launch_floor_us(calls: int) -> float:
         torch.cuda._sleep(1)
     torch.cuda.synchronize()
     return back_to_back_us(lambda: torch.cuda._sleep(1), calls)
+
+
+# An empty kernel as PTX for sm_80, which the driver JIT-compiles for any newer GPU
+EMPTY_KERNEL_PTX = b""".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry nvfp4_empty_kernel()
+{
+    ret;
+}
+\0"""
+
+
+def driver_launch_floor_us(calls: int) -> float:
+    """back_to_back_us of the bare driver launch of an empty kernel (cuLaunchKernel on the
+    default CUDA queue, one block of 32 threads, no arguments) called through ctypes: the
+    least a launch from Python costs on this host, below torch.cuda._sleep's C++ path."""
+    torch.zeros(1, device="cuda")  # the primary context, current on this thread
+    cuda = ctypes.CDLL("libcuda.so.1")
+    module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    assert cuda.cuModuleLoadData(ctypes.byref(module), EMPTY_KERNEL_PTX) == 0
+    assert cuda.cuModuleGetFunction(ctypes.byref(fn), module, b"nvfp4_empty_kernel") == 0
+    launch = cuda.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    for _ in range(20):
+        launch(fn, 1, 1, 1, 32, 1, 1, 0, None, None, None)
+    torch.cuda.synchronize()
+    return back_to_back_us(lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, None, None, None), calls)
+
+
+def bound_launch_us(mod, data, calls: int) -> float:
+    """back_to_back_us of the launch alone of `data`'s cached pointer table in submission
+    module `mod` (the compiled host function's C entry point on its packed arguments,
+    binding.direct_launcher): what a warm call costs besides the wrapper's lookups."""
+    mod.custom_kernel(data)
+    runner = mod._last_runner
+    entry = runner.calls.get(mod.call_key_function(len(data[0]))(data))
+    return back_to_back_us(entry.table.launch, calls)
 
 
 def measure(data, calls: int) -> dict:

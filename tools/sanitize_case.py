@@ -1,5 +1,5 @@
 """Small cases checked bit-exactly against the reference, for compute-sanitizer:
-    compute-sanitizer --tool memcheck python tools/sanitize_case.py
+    compute-sanitizer --tool memcheck python tools/sanitize_case.py [case_decode ...]
 
 1. custom_kernel on G = 2 (M = 40 / 129): one tile per CTA, both schedule phases.
 2. G = 4 through a runner with a 2-CTA grid: each CTA walks many tiles of both phases, so
@@ -16,6 +16,8 @@
 7. Hopper K-range at tile_n = 192 with 96-row token tiles (all three consumer warpgroups
    decode tokens; a token tile's scales span two 128-row atoms) on a 3-CTA grid, three
    token-width phases.
+8. The decode configs (Hopper: 32-token tiles with a width-16 phase on a 2-CTA grid;
+   Blackwell: MMA N = 32 through custom_kernel).
 """
 
 import dataclasses
@@ -89,10 +91,28 @@ def case_balanced():
     return runner.run(data, submission.validate_inputs(data), cfg), expected
 
 
+def case_decode():
+    """The decode configs: Hopper's 32-token tiles (width-16 phase) forced on a 2-CTA grid,
+    token tiles 0-6 of a 200-row group among them; on Blackwell custom_kernel's own choice
+    for groups of at most 32 tokens (MMA N = 32)."""
+    if submission.select_path(torch.device("cuda")) != "sm90":
+        data = reference.generate_input(m=(1, 7, 32, 16), n=(256, 512, 128, 384), k=(512, 256, 256, 768), g=4, seed=8)
+        expected = expected_of(data)
+        return submission.custom_kernel(data), expected
+    data = reference.generate_input(m=(1, 7, 32, 200, 16), n=(256, 512, 128, 256, 384), k=(512, 256, 256, 512, 768),
+                                    g=5, seed=8)
+    expected = expected_of(data)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=2)
+    cfg = submission.make_sm90_config(256, **submission.SM90_DECODE_TILE)
+    return runner.run(data, submission.validate_inputs(data), cfg), expected
+
+
 SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96)
-ok = True
-for case in (case_custom_kernel, case_small_grid, case_one_block, case_k_range, case_three_wgs, case_balanced,
-             case_tile_m_96):
+CASES = (case_custom_kernel, case_small_grid, case_one_block, case_k_range, case_three_wgs, case_balanced,
+         case_tile_m_96, case_decode)
+chosen = [c for c in CASES if not sys.argv[1:] or c.__name__ in sys.argv[1:]]  # names select cases
+ok = bool(chosen)
+for case in chosen:
     out, expected = case()
     torch.cuda.synchronize()
     exact = all(torch.equal(o, e) for o, e in zip(out, expected))
