@@ -51,6 +51,7 @@ import math
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -637,35 +638,95 @@ def _run_single_profile_ncu(test: TestCase) -> str:
 # --------------------------------------------------------------------------------------
 # The worker process
 # --------------------------------------------------------------------------------------
+def _serve(conn) -> None:
+    """The worker process: runs (fn, args) requests from the pipe and sends back results
+    until the pipe closes."""
+    _init_worker()
+    while True:
+        try:
+            fn, args = conn.recv()
+        except EOFError:
+            return
+        conn.send(fn(*args))
+
+
+def _exit_text(code: int | None) -> str:
+    """A worker's exit code in words: a signal by name (a crash in native code), or the
+    code."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 class CaseRunner:
     """Runs worker functions in one spawned process, as the leaderboard does. run() gives
-    the function's result, or a CaseError when it raised or ran past timeout_s (the worker
-    is then ended, and the next run starts a new one)."""
+    the function's result, or a CaseError when it raised, ran past timeout_s or the worker
+    died (a crash in native code): the worker is then ended, and the next run starts a new
+    one. A dead worker is seen within WORKER_POLL_S, with or without a time limit."""
+
+    WORKER_POLL_S = 0.2
 
     def __init__(self, timeout_s: float | None, show_traceback: bool = False):
         self.timeout_s = timeout_s
         self.show_traceback = show_traceback
         self._context = multiprocessing.get_context("spawn")
-        self._pool = None
+        self._proc = None
+        self._conn = None
 
-    def _started_pool(self):
-        if self._pool is None:
-            self._pool = self._context.Pool(1, initializer=_init_worker)
-            self._pool.apply(_ping)  # the worker's start-up (imports) is not counted against a case
-        return self._pool
+    def _start(self):
+        """A worker, started and answering (its start-up, imports included, is not counted
+        against a case); a CaseError if it died on the way."""
+        if self._proc is None:
+            parent, child = self._context.Pipe()
+            self._proc = self._context.Process(target=_serve, args=(child,), daemon=True)
+            self._proc.start()
+            child.close()
+            self._conn = parent
+            answer = self._call(_ping, (), None)
+            if isinstance(answer, CaseError):
+                return answer
+        return None
 
     def run(self, fn, *args):
-        pending = self._started_pool().apply_async(_guarded, (fn, args, self.show_traceback))
-        try:
-            return pending.get(self.timeout_s)
-        except multiprocessing.TimeoutError:
-            self.close()
-            return CaseError(f"timed out after {self.timeout_s:g} s (EVAL_TIMEOUT_S)")
+        failed = self._start()
+        if failed is not None:
+            return failed
+        return self._call(_guarded, (fn, args, self.show_traceback), self.timeout_s)
+
+    def _call(self, fn, args: tuple, timeout_s: float | None):
+        self._conn.send((fn, args))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            wait = self.WORKER_POLL_S
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    self.close()
+                    return CaseError(f"timed out after {timeout_s:g} s (EVAL_TIMEOUT_S)")
+            try:
+                if self._conn.poll(wait):
+                    return self._conn.recv()
+            except (EOFError, OSError):  # the worker closed the pipe as it died
+                pass
+            if not self._proc.is_alive():
+                self._proc.join()
+                code = self._proc.exitcode
+                self.close()
+                return CaseError(f"the worker process died ({_exit_text(code)})")
 
     def close(self):
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool = None
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.terminate()
+                self._proc.join(5)
+                if self._proc.is_alive():  # stuck where SIGTERM is not handled
+                    self._proc.kill()
+            self._proc.join()
+            self._conn.close()
+            self._proc = self._conn = None
 
     def __enter__(self):
         return self

@@ -17,6 +17,7 @@ HARNESS_FILES = ("eval.py", "reference.py", "utils.py", "task.py")
 
 # The stub's behaviour is chosen by group 0's M.
 STUB_SUBMISSION = """
+import ctypes
 import time
 
 import reference
@@ -32,6 +33,8 @@ def custom_kernel(data):
         raise ValueError("group 0: field 'a': rejected by the stub")
     if m == 80:
         time.sleep(600)
+    if m == 96:  # a crash in native code: the worker process dies
+        ctypes.string_at(0)
     return reference.ref_kernel(data)
 """
 STUB_SPECS = [
@@ -44,6 +47,8 @@ STUB_SPECS = [
     ),
     ("hangs", "m: [80]; n: [64]; k: [64]; g: 1; seed: 1", "timed out after 2 s"),
     ("good_after_timeout", "m: [16]; n: [16]; k: [128]; g: 1; seed: 2", None),
+    ("crashes", "m: [96]; n: [64]; k: [64]; g: 1; seed: 1", "the worker process died (killed by SIGSEGV)"),
+    ("good_after_crash", "m: [16]; n: [32]; k: [64]; g: 1; seed: 3", None),
 ]
 
 
@@ -199,11 +204,22 @@ def test_protocol_every_case_gets_its_lines(stub_dir, mode):
     check_protocol_lines(lines, mode, STUB_SPECS)
     if mode == "benchmark":
         out = popcorn_dict(lines)
-        for idx in (0, 4):
+        for idx in (0, 4, 6):
             assert (
                 int(out[f"benchmark.{idx}.runs"]) >= 1 and float(out[f"benchmark.{idx}.mean"]) > 0
             )
     assert "Traceback" not in proc.stderr
+
+
+def test_human_mode_reports_a_crashed_worker_at_once(stub_dir):
+    """Without a time limit (human mode's default) a worker that dies in native code fails
+    its case with the signal's name, at once rather than never, and the next case runs in
+    a new worker."""
+    specs = STUB_SPECS[-2:]
+    proc, _ = run_eval(stub_dir, ["test", *(spec for _, spec, _ in specs)], stub_dir)
+    assert proc.returncode == 112, proc.stderr
+    assert "FAIL: the worker process died (killed by SIGSEGV)" in proc.stdout
+    assert "1 passed, 1 failed" in proc.stdout
 
 
 def test_protocol_fails_a_case_with_112(stub_dir):
