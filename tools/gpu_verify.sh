@@ -12,6 +12,9 @@
 #                                           with OLD.py also that file against this one in
 #                                           alternating processes (new, old, old, new) and
 #                                           their warm-call host time (tools/host_ab.py)
+#   bash tools/gpu_verify.sh regimes        eval.py benchmark with its baselines on
+#                                           tools/regime_specs.txt (decode, MoE, prefill),
+#                                           report and JSON in $OUT/regimes
 #
 # Every step runs under a timeout (a kernel that loses pipeline state hangs rather than
 # fails) and reports its exit status; the script goes on. Fallback warnings are collected at
@@ -50,6 +53,10 @@ if [ "$part" = checks ]; then
   for tool in memcheck racecheck; do
     step 200 "compute-sanitizer $tool" compute-sanitizer --tool $tool --report-api-errors no "$PY" tools/sanitize_case.py
   done
+elif [ "$part" = regimes ]; then
+  mkdir -p "$OUT/regimes"
+  step 400 "regime benchmark" "$PY" "$EVAL" benchmark --baselines tools/regime_specs.txt \
+    --report "$OUT/regimes" --json "$OUT/regimes/regimes.json"
 elif [ "$part" = bench ]; then
   OLD="${2:-}"
   if [ -z "$OLD" ]; then
