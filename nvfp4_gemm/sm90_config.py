@@ -53,7 +53,7 @@ SM90_CONSUMERS_BARRIER = 4
 # Host-side configuration and pure functions
 @dataclass(frozen=True)
 class Sm90Config:
-    tile_m: int = 128  # token rows per tile (wgmma N): 128, 96 at tile_n 192, 64 or 32 (decode)
+    tile_m: int = 128  # token rows per tile (wgmma N): 128, 96 at tile_n 192, 32 at 256 (decode)
     tile_n: int = 128  # weight rows per tile (wgmma M): consumer WGs x blocks x 64
     stages: int = 4  # packed pipeline stages
     token_buffers: int = 3  # decoded token K-tiles (3: the ring needs no empty barrier)
