@@ -100,9 +100,10 @@ class Sm90Fp4GroupedGemm:
     RS form), never to smem. Tokens are wgmma's B: the same consumer threads decode each
     packed K-tile of them into an fp16 smem buffer of a 3-deep ring, one K-tile ahead of
     the wgmmas that read it. A tile is tile_n weight rows (consumer WGs x blocks m64
-    blocks: 2 x 1, 2 x 2, or 3 x 1 at tile_n 192) by tile_m tokens (128, or 96 at tile_n
-    192); at tile_n 256 every decoded token feeds 256 weight rows, half the token decode
-    per MAC of a 128-row tile.
+    blocks: 2 x 1, 2 x 2, or 3 x 1 at tile_n 192) by tile_m tokens (128, 96 at tile_n
+    192, or 32 at tile_n 256: the decode tile, where the first WG alone decodes the
+    tokens); at tile_n 256 every decoded token feeds 256 weight rows, half the token
+    decode per MAC of a 128-row tile.
 
     consumer warps (0..7, or 0..11 with 3 WGs), per K-tile kt (its weights in registers):
         4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
