@@ -376,7 +376,8 @@ class Sm100BlockScaledGroupedGemm:
     Constraints: K a multiple of 256 (SM100_TILE_K), N a multiple of 8 (16-byte C rows),
     L == 1, M and N >= 1 per group; every tensor in the dense layout the descriptors
     address, A / B / scales / C 16-byte aligned (is_valid_sm100_problem, the runner's
-    plan). The config must pass sm100_config_is_legal (TMEM columns, shared memory).
+    plan). The config must pass sm100_config_is_legal (TMEM columns, shared memory); the
+    decode config (MMA N = 32) takes groups of at most 32 tokens (sm100_problem_fits_config).
 
     Follows CUTLASS's CuTe DSL example grouped_blockscaled_gemm.py
     (https://github.com/NVIDIA/cutlass/blob/main/examples/python/CuTeDSL/blackwell/grouped_blockscaled_gemm.py):
