@@ -995,12 +995,20 @@ def human_cases(specs: list[str], mode: str) -> list[TestCase]:
     return tests
 
 
+SHORT_SPEC_MAX_MS = 8  # groups whose every M a case's label lists; more read as a range
+
+
 def _short_spec(args: dict) -> str:
-    ms = ",".join(str(m) for m in args["m"])
+    """A case's label: G, every group's M (or their range and total past SHORT_SPEC_MAX_MS
+    groups, which would make a table too wide to read), the distinct N and K."""
+    if len(args["m"]) <= SHORT_SPEC_MAX_MS:
+        ms = "[" + ",".join(str(m) for m in args["m"]) + "]"
+    else:
+        ms = f"{min(args['m'])}..{max(args['m'])} (sum {sum(args['m'])})"
     ns, ks = sorted(set(args["n"])), sorted(set(args["k"]))
     n = ns[0] if len(ns) == 1 else "/".join(map(str, ns))
     k = ks[0] if len(ks) == 1 else "/".join(map(str, ks))
-    return f"G={args['g']} M=[{ms}] N={n} K={k}"
+    return f"G={args['g']} M={ms} N={n} K={k}"
 
 
 def _case_label(test: TestCase) -> str:

@@ -138,3 +138,13 @@ def test_errors_are_one_line():
     error = harness._guarded(int, ("x",), False)
     assert isinstance(error, harness.CaseError)
     assert error.message.startswith("ValueError: invalid literal")
+
+
+def test_case_labels_stay_readable():
+    """Up to 8 groups a label lists every M (the leaderboard's shapes read as before); more
+    read as a range and a total, so a 64-group case does not widen the table by 300
+    characters."""
+    eight = {"m": (80, 176, 128, 72, 64, 248, 96, 160), "n": (4096,) * 8, "k": (7168,) * 8, "g": 8}
+    assert harness._short_spec(eight) == "G=8 M=[80,176,128,72,64,248,96,160] N=4096 K=7168"
+    many = {"m": tuple(range(1, 65)), "n": (2048,) * 64, "k": (2048,) * 32 + (7168,) * 32, "g": 64}
+    assert harness._short_spec(many) == "G=64 M=1..64 (sum 2080) N=2048 K=2048/7168"
