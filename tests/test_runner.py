@@ -114,6 +114,72 @@ def test_repeat_call_hits_every_cache(stub):
     assert all(torch.equal(o, e) for o, e in zip(out2, _expected(data)))
 
 
+def test_a_call_repeated_back_to_back_is_recognized_by_identity(stub):
+    """The second hit in a row is held as the RepeatedCall; later repeats skip the key (no
+    call-cache lookup) and still launch and return the right c."""
+    data = stub.register(_data(50))
+    for _ in range(5):
+        out = dispatch.custom_kernel(data)
+    assert stub.launches == 5 and stub.runner.calls.hits == 2  # calls 2 and 3 looked up
+    assert stub.runner._repeat is not None and stub.runner._repeat.entry.outputs == out
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+@pytest.mark.parametrize("change", ["abc group", "scale group", "sizes", "group count"])
+def test_a_repeat_with_other_contents_is_not_taken_for_it(stub, change):
+    """Lists changed in place between repeats (the same list objects, other tuples in
+    them) are a different call: looked up by key, launched with their own pointers."""
+    data = stub.register(_data(51))
+    other = stub.register(_data(52))
+    for _ in range(3):
+        dispatch.custom_kernel(data)
+    assert stub.runner._repeat is not None
+    if change == "abc group":
+        data[0][1] = other[0][1]
+    elif change == "scale group":  # the reordered scales, and the reference's own copy
+        data[1][1], data[2][1] = other[1][1], other[2][1]
+    elif change == "sizes":
+        data[3][1] = tuple(list(data[3][1]))  # equal values in a new tuple: the key decides
+    else:
+        for part in (0, 2, 3):
+            del data[part][1]
+    stub.register(data)
+    out = dispatch.custom_kernel(data)
+    repeat = stub.runner._repeat
+    if change == "sizes":  # the same call by its key: held again, with the new tuple
+        assert repeat is not None and repeat.sizes[1] is data[3][1]
+    else:
+        assert repeat is None
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+
+
+def test_a_repeat_with_mutable_groups_is_never_held(stub):
+    """Groups given as lists can change in place without changing identity: such a call
+    is looked up by its key every time."""
+    data = _data(53)
+    data = ([list(g) for g in data[0]], data[1], [list(g) for g in data[2]], data[3])
+    stub.register(data)
+    for _ in range(4):
+        dispatch.custom_kernel(data)
+    assert stub.runner._repeat is None and stub.runner.calls.hits == 3
+
+
+def test_a_repeated_call_is_released_by_the_next_other_call(stub):
+    """The RepeatedCall keeps its tensors alive only until another call is made."""
+    data = stub.register(_data(54))
+    for _ in range(3):
+        dispatch.custom_kernel(data)
+    first_a = weakref.ref(data[0][0][0])
+    stub.data_by_ptrs.clear()
+    del data
+    gc.collect()
+    assert first_a() is not None  # held by the RepeatedCall
+    dispatch.custom_kernel(stub.register(_data(55)))
+    stub.data_by_ptrs.clear()
+    gc.collect()
+    assert first_a() is None and len(stub.runner.calls) == 0
+
+
 def test_one_compile_serves_every_group_count(stub):
     """The group count is a launch argument of both kernels, not a compile-time constant:
     problems of 1, 2 and 3 non-empty groups (and one with an empty group) share the config's
