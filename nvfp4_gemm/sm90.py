@@ -46,6 +46,7 @@ from .sm90_config import (
     sm90_config_is_legal,
     sm90_fragment_index,
     sm90_is_valid_problem,
+    sm90_publish_group,
     sm90_register_split,
     sm90_scale_selector,
     sm90_scale_word_offset,
@@ -107,7 +108,8 @@ class Sm90Fp4GroupedGemm:
 
     consumer warps (0..7, or 0..11 with 3 WGs), per K-tile kt (its weights in registers):
         4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
-        blocks): wait_group(1) -> decode the weights into the free 8-register A fragment
+        blocks): wait_group(mma_depth) -> decode the weights into the free 8-register A
+        fragment (g % a_fragments)
         -> (first group: wait for every WG's arrival on kt's tokens) -> 2 wgmmas
         after the first group: wait stage kt+1, LDS own words of its token row's 4
         chunks, decode and store the first word into the ring, 16 bytes per P index (at 128
@@ -127,9 +129,9 @@ class Sm90Fp4GroupedGemm:
     and weight bytes, bulk-copy scale slabs, into the stage ring.
 
     No empty barrier guards the token ring: buffer (kt+1) % 3 was last read by the wgmmas
-    of kt-2. A WG arrives on kt's full barrier only after the wait_group of a group g >= 1
-    of kt-1 (which retires every group before group g - 1 of kt-1), when all its wgmmas
-    of kt-2 are done; every thread waits on kt's full barrier before it
+    of kt-2. A WG arrives on kt's full barrier only after the wait_group of a group
+    g >= mma_depth of kt-1 (which retires every group before group g - mma_depth of kt-1),
+    when all its wgmmas of kt-2 are done; every thread waits on kt's full barrier before it
     writes kt+1's tokens. So every WG's reads of that buffer are complete before any write
     to it. A tile starts by decoding its first K-tile's tokens and loading its weights (the
     ring's next buffer, last read 3 K-tiles before, same argument; the previous tile's
@@ -538,9 +540,10 @@ class Sm90Fp4GroupedGemm:
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
         # (MMA, MMA_M = 1, MMA_K = 2) fp16 weight fragments of one wgmma group (one m64
-        # block, 2 k16-steps), double-buffered, written as u32 pairs (sm90_fragment_index)
+        # block, 2 k16-steps), a_fragments of them in turn, written as u32 pairs
+        # (sm90_fragment_index)
         a_shape = thr_mma.partition_shape_A((self.wgs * SM90_WEIGHT_ROWS_PER_BLOCK, SM90_PACKED_K_TILE // 4))
-        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(2)]
+        tCrW = [tiled_mma.make_fragment_A(a_shape) for _ in range(self.cfg.a_fragments)]
         tCrW32 = [cute.recast_tensor(f, cutlass.Uint32) for f in tCrW]
         # one accumulator per m64 block: block b covers tile rows 64 wgs b .. 64 wgs (b + 1) - 1
         cC = cute.make_identity_tensor((self.wgs * SM90_WEIGHT_ROWS_PER_BLOCK, tokens))
@@ -856,19 +859,22 @@ class Sm90Fp4GroupedGemm:
         group, when this K-tile's are dead) and releases that stage: the loads' latency
         then hides behind the wgmmas in flight. The arrive on tok_w's full barrier comes
         one group after the thread's last token store (group blocks + 1 with 2 words per
-        chunk, group 1 with 1: 64 rows and fewer), after a wait_group that left every
-        wgmma of the previous K-tile done (the ring's order argument, class docstring)."""
+        chunk, group 1 with 1: 64 rows and fewer), and no earlier than group mma_depth,
+        after a wait_group that left every wgmma of the previous K-tile done (the ring's
+        order argument, class docstring)."""
         packed, scales = None, None
         wm_next, sc_next = wm, sc
         # 4 x blocks wgmma groups per K-tile: group g multiplies block g % blocks at k16-steps
         # 2j, 2j + 1 (word j = g // blocks of the rows' chunks), so a group's A fragment
-        # is 8 registers and two of them are in flight
+        # is 8 registers and mma_depth + 1 of them are in use
         groups = 4 * self.blocks
+        depth = self.cfg.mma_depth
         for g in cutlass.range_constexpr(groups):
             j, b = divmod(g, self.blocks)
-            f = g % 2
-            # the group that read fragment f (two groups ago) is done
-            cute.nvgpu.warpgroup.wait_group(1)
+            f = g % self.cfg.a_fragments
+            # the group that read fragment f (a_fragments groups ago) is done, and every
+            # group before the latest mma_depth ones
+            cute.nvgpu.warpgroup.wait_group(depth)
             for h in cutlass.range_constexpr(2):
                 p = decode_e2m1_word(wm[b][h][j], sc[b][h][j // 2])
                 for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
@@ -888,11 +894,11 @@ class Sm90Fp4GroupedGemm:
                 # the next word's first group;
                 # the fence and arrive one group after the last store (the stores have
                 # completed by then, so the proxy fence does not wait for them), after a
-                # wait_group that retired all of kt - 1 (any group's but the first's)
+                # wait_group that retired all of kt - 1 (that of any group g >= mma_depth)
                 wpt = tok[2]
                 if cutlass.const_expr(g % self.blocks == 0 and j < wpt):
                     self.store_token_words(storage, tok_w, tok, packed, scales, (j,))
-                if cutlass.const_expr(g == self.blocks * (wpt - 1) + 1):
+                if cutlass.const_expr(g == sm90_publish_group(self.cfg, wpt)):
                     self.publish_tokens(tok_pipeline, tok_w)
                 if cutlass.const_expr(g == groups - 1):
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)

@@ -63,6 +63,9 @@ class Sm90Config:
     swap_ab: bool = True  # only the swap-AB mapping is implemented
     pdl: bool = True  # programmatic dependent launch (overlaps the previous call's tail)
     split_k: bool = False  # split tiles along K to balance the CTAs (k_range_units)
+    # wgmma groups a consumer warp leaves in flight when it decodes the next group's
+    # weights (wait_group(mma_depth)): 1 on 2 A fragments, or 2 on 4 (a_fragments)
+    mma_depth: int = 1
 
     @property
     def consumer_wgs(self) -> int:
@@ -70,6 +73,14 @@ class Sm90Config:
         each), which puts a third warp on every SM sub-partition to hide the decode's
         latency."""
         return 3 if self.tile_n == 192 else 2
+
+    @property
+    def a_fragments(self) -> int:
+        """Weight A fragments (8 registers each) a consumer thread cycles through, one per
+        wgmma group: more than mma_depth, and dividing a K-tile's 4 x blocks groups so that
+        group g of every K-tile writes fragment g % a_fragments (the cycle carries across
+        K-tiles without unrolling them)."""
+        return 2 if self.mma_depth == 1 else 4
 
     @property
     def blocks(self) -> int:
@@ -147,7 +158,14 @@ def sm90_max_stages(cfg: Sm90Config) -> int:
 
 def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     """A config of width tile_n with as many packed stages as fit, at most 4 (4 at tile_n
-    128, 3 at 256: more measured no faster)."""
+    128, 3 at 256: more measured no faster), and two wgmma groups in flight where the
+    registers allow it (tile_n 128 and the decode tile, not 128 tokens at tile_n 256 or
+    192): 30.19 / 14.60 against 30.64 / 14.80 us on benchmark shapes 2 / 3, 46.4 / 88.4 /
+    55.4 against 47.2 / 89.0 / 55.5 on the three decode cases (python tools/sm90_sweep.py
+    "" "mma_depth=2", alternating, on the H200)."""
+    if "mma_depth" not in kw:
+        deep = Sm90Config(tile_n=tile_n, mma_depth=2, **kw)
+        kw["mma_depth"] = 2 if sm90_is_valid_registers(deep) else 1
     stages = min(4, sm90_max_stages(Sm90Config(tile_n=tile_n, stages=2, **kw)))
     return Sm90Config(tile_n=tile_n, stages=stages, **kw)
 
@@ -161,6 +179,16 @@ def sm90_token_split(rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[i
     every width."""
     split = min(4, decoders // rows)
     return split, 4 // split
+
+
+def sm90_publish_group(cfg: Sm90Config, wpt: int) -> int:
+    """The wgmma group of a K-tile after which a consumer thread publishes the next K-tile's
+    tokens (fence and arrive on the ring's full barrier), where it stores wpt words per
+    chunk, one after each of groups 0, blocks, ..: one group after its last store (whose
+    latency the group hides), and no earlier than group mma_depth, whose wait_group is the
+    first to retire every wgmma of the K-tile before (the ring's order argument,
+    Sm90Fp4GroupedGemm)."""
+    return max(cfg.blocks * (wpt - 1) + 1, cfg.mma_depth)
 
 
 def sm90_token_lane(tidx: int, rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[int, int]:
@@ -214,8 +242,8 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
     """What a consumer thread holds: its fp32 accumulators (blocks x 64 weight rows x tile_m
     tokens over 128 threads) plus about 96 for the A fragments in flight (ptxas keeps 3 of
     16), the packed weight chunks (16) and token chunks (8) of a K-tile, their scales and
-    addressing."""
-    return cfg.blocks * 64 * cfg.tile_m // 128 + 96
+    addressing; 8 more per A fragment beyond two."""
+    return cfg.blocks * 64 * cfg.tile_m // 128 + 96 + 8 * (cfg.a_fragments - 2)
 
 
 SM90_TILE_NS = (128, 192, 256)  # 2 WGs x 1 block, 3 WGs x 1, 2 WGs x 2 (Sm90Config.consumer_wgs)
@@ -238,6 +266,7 @@ def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
         and all((cfg.tile_n, w) in sm90_ktile_table(cfg) for w in cfg.widths)
         and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
+        and cfg.mma_depth in (1, 2)
     )
 
 

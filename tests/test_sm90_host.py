@@ -317,6 +317,12 @@ def test_scale_selectors_pick_the_chunk_blocks():
         ({"tile_n": 192, "tile_m": 96}, False),  # narrow 96 is not narrower than the tile
         ({"tile_n": 256, "tile_m": 96, "stages": 3, "narrow": (64,)}, False),
         ({"swap_ab": False}, False),
+        ({"mma_depth": 2}, True),  # 4 A fragments: 64 + 96 + 16 registers of 232
+        ({"tile_n": 256, "stages": 3, "mma_depth": 2}, False),  # 128 + 96 + 16 > 232
+        ({"tile_n": 192, "stages": 3, "mma_depth": 2}, False),  # 64 + 96 + 16 > 160 (3 WGs)
+        ({"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 2}, True),
+        ({"mma_depth": 3}, False),
+        ({"mma_depth": 0}, False),
     ],
 )
 def test_legality(kw, legal):
@@ -409,6 +415,29 @@ def test_decode_tile_config():
     assert not sm90_config.sm90_config_is_legal(sm90_config.make_sm90_config(128, narrow=(64, 16)))
     # the 128-token config's C boxes and ring are as before (16 KB per WG)
     assert sm90_config.make_sm90_config(256).c_stage_bytes == 16384
+
+
+def test_two_wgmma_groups_in_flight_where_the_registers_allow():
+    """make_sm90_config leaves two wgmma groups in flight (4 A fragments) where they fit:
+    tile_n 128 and the decode tile, not the 128-token tiles of 256 or 192. Every K-tile's
+    groups cycle through the fragments whole, and the ring's publish group is after the
+    last token store and at or after mma_depth (its wait_group then retired the K-tile
+    before: the ring's order argument)."""
+    depth = {n: sm90_config.make_sm90_config(n).mma_depth for n in (128, 192, 256)}
+    assert depth == {128: 2, 192: 1, 256: 1}
+    assert sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE).mma_depth == 2
+    assert sm90_config.make_sm90_config(128, mma_depth=1).mma_depth == 1
+    for kw in ({}, {"tile_n": 256, "stages": 3}, {"tile_n": 192, "stages": 3},
+               {"tile_n": 256, **sm90_config.SM90_DECODE_TILE}):
+        for d in (1, 2):
+            cfg = sm90_config.Sm90Config(**kw, mma_depth=d)
+            groups = 4 * cfg.blocks
+            assert cfg.a_fragments > d and groups % cfg.a_fragments == 0
+            for rows in cfg.widths:
+                _, wpt = sm90_config.sm90_token_split(rows, cfg.decoder_threads)
+                publish = sm90_config.sm90_publish_group(cfg, wpt)
+                last_store = cfg.blocks * (wpt - 1)
+                assert last_store < publish < groups and publish >= d
 
 
 def test_trace_tool_instruments_this_submission():

@@ -97,7 +97,9 @@ def compile_config(module: Path, cfg: str, tmp: str) -> tuple[str, str]:
             "import inspect\n"
             # files from before one build served every group count take the count (8)
             "groups = [8] if 'num_groups' in inspect.signature(S.compile_sm90).parameters else []\n"
-            f"S.compile_sm90(S.make_sm90_config({cfg}), *groups)\n")
+            # with stages given, the config as written (make_sm90_config picks the stages)
+            f"make = S.Sm90Config if {'stages=' in cfg} else S.make_sm90_config\n"
+            f"S.compile_sm90(make({cfg}), *groups)\n")
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
     ptx = [p for p in glob.glob(f"{tmp}/*.ptx") if "__call__" in p][0]
     cubin = [p for p in glob.glob(f"{tmp}/*.cubin") if "__call__" in p][0]

@@ -155,7 +155,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
     body, sep2, tail = rest.partition("    @cute.jit\n    def epilogue(")
     body = _replace(body, "wgt, wm, sc):", "wgt, wm, sc, tr):")
     body = _insert_after(body, r"^\s+groups = 4 \* self\.blocks$", "kt_ = tok_r.count; trace_ev(tr, kt_, 0)")
-    body = _insert_after(body, r"warpgroup\.wait_group\(1\)$", "trace_ev(tr, kt_, 1 + 2 * g)")
+    body = _insert_after(body, r"warpgroup\.wait_group\(depth\)$", "trace_ev(tr, kt_, 1 + 2 * g)")
     body = _insert_after(body, r"tok_pipeline\.consumer_wait\(tok_r\)$", "trace_ev(tr, kt_, 2 * groups + 1)")
     body = _insert_after(body, r"warpgroup\.commit_group\(\)$", "trace_ev(tr, kt_, 2 + 2 * g)")
     body = _insert_after(body, r"= self\.token_chunks\(", "trace_ev(tr, kt_, 2 * groups + 2)")
