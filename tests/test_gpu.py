@@ -117,6 +117,12 @@ def test_output_not_16_byte_aligned():
     _assert_kernel_ran()
 
 
+def _made_fields(tile_n, **kw):
+    """The fields make_sm90_config sets for tile_n (stages, mma_depth), as config changes."""
+    cfg = submission.make_sm90_config(tile_n, **kw)
+    return {"tile_n": tile_n, "stages": cfg.stages, "mma_depth": cfg.mma_depth, **kw}
+
+
 def _run_small_grid(num_sms, backend, **config_changes):
     """Four groups on a tiny persistent grid, checked against the reference."""
     data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
@@ -150,8 +156,7 @@ def test_every_tile_width(num_sms):
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
     for tile_n in submission.SM90_TILE_NS:
-        cfg = submission.make_sm90_config(tile_n)
-        _run_small_grid(num_sms, submission.sm90_backend(), tile_n=tile_n, stages=cfg.stages)
+        _run_small_grid(num_sms, submission.sm90_backend(), **_made_fields(tile_n))
 
 
 @pytest.mark.parametrize("num_sms", [3, 7, 132])
@@ -161,8 +166,7 @@ def test_k_range_every_tile_width(num_sms):
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
     for tile_n in submission.SM90_TILE_NS:
-        cfg = submission.make_sm90_config(tile_n)
-        _run_small_grid(num_sms, submission.sm90_backend(), tile_n=tile_n, stages=cfg.stages, split_k=True)
+        _run_small_grid(num_sms, submission.sm90_backend(), **_made_fields(tile_n, split_k=True))
 
 
 @pytest.mark.parametrize(
