@@ -158,14 +158,17 @@ def sm90_max_stages(cfg: Sm90Config) -> int:
 
 def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     """A config of width tile_n with as many packed stages as fit, at most 4 (4 at tile_n
-    128, 3 at 256: more measured no faster), and two wgmma groups in flight where the
-    registers allow it (tile_n 128 and the decode tile, not 128 tokens at tile_n 256 or
-    192): 30.19 / 14.60 against 30.64 / 14.80 us on benchmark shapes 2 / 3, 46.4 / 88.4 /
-    55.4 against 47.2 / 89.0 / 55.5 on the three decode cases (python tools/sm90_sweep.py
-    "" "mma_depth=2", alternating, on the H200)."""
+    128, 3 at 256: more measured no faster), and two wgmma groups in flight (mma_depth)
+    on whole tiles where the registers allow it: tile_n 128 and the decode tile, not 128
+    tokens at tile_n 256 or 192. On the H200, alternating in one call: whole 128-row
+    tiles 30.19 / 14.60 against 30.64 / 14.80 us on benchmark shapes 2 / 3, the decode
+    tile 46.4 / 88.4 / 55.4 against 47.2 / 89.0 / 55.5 on the decode cases (python
+    tools/sm90_sweep.py "" "mma_depth=2"); but the K-range split tiles of shape 2 ran
+    29.23 against 29.12 us (python eval.py benchmark, new, old, old, new), so split
+    configs keep one."""
     if "mma_depth" not in kw:
         deep = Sm90Config(tile_n=tile_n, mma_depth=2, **kw)
-        kw["mma_depth"] = 2 if sm90_is_valid_registers(deep) else 1
+        kw["mma_depth"] = 2 if sm90_is_valid_registers(deep) and not deep.split_k else 1
     stages = min(4, sm90_max_stages(Sm90Config(tile_n=tile_n, stages=2, **kw)))
     return Sm90Config(tile_n=tile_n, stages=stages, **kw)
 

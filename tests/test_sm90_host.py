@@ -418,8 +418,9 @@ def test_decode_tile_config():
 
 
 def test_two_wgmma_groups_in_flight_where_the_registers_allow():
-    """make_sm90_config leaves two wgmma groups in flight (4 A fragments) where they fit:
-    tile_n 128 and the decode tile, not the 128-token tiles of 256 or 192. Every K-tile's
+    """make_sm90_config leaves two wgmma groups in flight (4 A fragments) on whole tiles
+    where they fit: tile_n 128 and the decode tile, not the 128-token tiles of 256 or 192,
+    nor split tiles (measured no faster). Every K-tile's
     groups cycle through the fragments whole, and the ring's publish group is after the
     last token store and at or after mma_depth (its wait_group then retired the K-tile
     before: the ring's order argument)."""
@@ -427,6 +428,7 @@ def test_two_wgmma_groups_in_flight_where_the_registers_allow():
     assert depth == {128: 2, 192: 1, 256: 1}
     assert sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE).mma_depth == 2
     assert sm90_config.make_sm90_config(128, mma_depth=1).mma_depth == 1
+    assert sm90_config.make_sm90_config(128, split_k=True).mma_depth == 1
     for kw in ({}, {"tile_n": 256, "stages": 3}, {"tile_n": 192, "stages": 3},
                {"tile_n": 256, **sm90_config.SM90_DECODE_TILE}):
         for d in (1, 2):
