@@ -9,6 +9,10 @@ result against the exact reference once. For config experiments on the H200:
 
 --kernel-time adds, per shape, the GEMM kernel's own duration per call (CUDA activity of
 torch.profiler over one round of the 15 calls), so that host-bound shapes show as such.
+
+--no-decode times the kernels with the FP4 decode taken out (decode_e2m1_word passes its
+word and scale through as the four f16x2 values): the results are wrong and not checked,
+the time is what the kernel costs without its integer-pipe decode.
 """
 
 import argparse
@@ -69,8 +73,11 @@ def main() -> int:
     ap.add_argument("--kernel-time", action="store_true")
     ap.add_argument("--spec-file", default=None, help="cases from this spec file instead of task.yml's benchmarks")
     ap.add_argument("--shapes", default=None, help="indexes into the cases (default: all)")
+    ap.add_argument("--no-decode", action="store_true", help="time without the FP4 decode (wrong results)")
     args = ap.parse_args()
     S = load_submission(args.module)
+    if args.no_decode:
+        S.decode_e2m1_word = lambda word, scale2, **_: [word, scale2, word, scale2]
 
     import torch
 
@@ -110,8 +117,9 @@ def main() -> int:
                 kernel.append(kernel_us_per_call(S, data_list))
                 extra = f" (kernel {kernel[-1]:.2f} us)"
             rate = ev.bytes_of(case) / stats.mean  # bytes per ns = GB/s
+            verdict = "not checked (no decode)" if args.no_decode else "ok" if ok else "MISMATCH"
             print(f"  {tag}{spec or 'default'} {i}: {stats.mean / 1e3:.2f} us{extra} ({rate:.0f} GB/s of "
-                  f"operand bytes) {'ok' if ok else 'MISMATCH'}")
+                  f"operand bytes) {verdict}")
         geo = math.exp(sum(map(math.log, times)) / len(times))
         line = f"{tag}{spec or 'default'}: " + " / ".join(f"{t:.1f}" for t in times) + f"  geomean {geo:.2f} us"
         if kernel and min(kernel) > 0:  # 0: no Sm90 kernel ran (a fallback warned)
