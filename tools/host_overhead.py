@@ -239,9 +239,9 @@ def new_sizes_sequence(calls: int, seed: int = 0, n: int = 4096, k: int = 512) -
 
 
 def breakdown(data, calls: int) -> dict:
-    """Median CPU time of the fast path's pieces: building the call key, the cache lookup,
-    the identity check of a call repeated back to back (files since RepeatedCall), and the
-    bound kernel launch alone (GPU drained between samples)."""
+    """back_to_back_us of the fast path's pieces, one after another in this process: building
+    the call key, its cache lookup, the identity check of a call repeated back to back
+    (files since RepeatedCall), the bound kernel launch alone, and the whole warm call."""
     for _ in range(3):  # the third call in a row is held as the repeated call
         submission.custom_kernel(data)
     runner = submission._last_runner
@@ -261,17 +261,7 @@ def breakdown(data, calls: int) -> dict:
         "launch": entry.table.launch,
         "custom_kernel": lambda: submission.custom_kernel(data),
     }
-    out = {}
-    for name, fn in pieces.items():
-        samples = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e6)
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-        out[name] = statistics.median(samples)
-    return out
+    return {name: back_to_back_us(fn, calls) for name, fn in pieces.items()}
 
 
 def main() -> int:
@@ -299,7 +289,7 @@ def main() -> int:
         results.append(r)
         extra = "" if stubbed else f", device bytes allocated: {r['device_bytes_allocated_during']}"
         if args.breakdown:
-            print("   pieces (median us):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
+            print("   pieces (us per call back to back):", {k: round(v, 2) for k, v in r["breakdown_us"].items()})
         print(f"{r['case']:<32} host us per call: back to back {r['back_to_back_us']:.2f}, isolated {r['isolated_us']:.2f}, "
               f"first call on new pointers {r['new_pointers_us']:.1f}, on new objects over the same memory "
               f"{r['new_objects_us']:.1f}{extra}")
