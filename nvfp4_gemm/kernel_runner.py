@@ -249,7 +249,9 @@ class GroupedGemmRunner:
         self.layouts = HashedLruCache(maxsize)
         self.checked = LruCache(maxsize)
         self._repeat: RepeatedCall | None = None  # the call being repeated (run_cached)
-        self._last_hit: CallEntry | None = None  # the latest call-cache hit's entry
+        # the latest call-cache hit's entry (it holds that call's c tensors, as the cache's
+        # own latest item does; no input)
+        self._last_hit: CallEntry | None = None
         self.rejected: dict = {}  # config -> why it is not used again (self-check, launch error)
         self._lock = threading.RLock()  # the slow path's (run may re-enter under a device guard)
 
