@@ -174,3 +174,20 @@ def test_report_case_without_work():
     report = harness.benchmark_report([empty, _results()[1]], ROOF, "none")
     assert report["rows"][0][5] == "-"
     assert report["summary"]["geomean_us"] == pytest.approx(8.0)
+
+
+def test_best_seconds_is_per_call_of_a_batch():
+    """The ceilings are timed as batches of calls back to back (GPU_CEILING_BATCH on a
+    GPU), reported per call: a batch of 3 calls of 2 ms reads about 2 ms, not 6."""
+    import time
+
+    calls = []
+
+    def two_ms():
+        calls.append(1)
+        time.sleep(0.002)
+
+    seconds = harness._best_seconds(two_ms, reps=2, batch=3)
+    assert len(calls) == 1 + 2 * 3  # one warm-up, then 2 batches of 3
+    assert 0.0019 < seconds < 0.004
+    assert harness.GPU_CEILING_BATCH > 1
