@@ -42,3 +42,10 @@ ODD_CASES = [
     Case("sixteen_groups", tuple(range(8, 136, 8)), (128,) * 16, (256,) * 16),
     Case("empty_group", (0, 64), (128, 128), (256, 256)),
 ]
+
+
+def sm90_made_fields(submission, tile_n: int, **kw) -> dict:
+    """The fields that `submission`'s make_sm90_config sets for tile_n (stages, mma_depth),
+    with kw, as changes to another config (dataclasses.replace of a planned one)."""
+    cfg = submission.make_sm90_config(tile_n, **kw)
+    return {"tile_n": tile_n, "stages": cfg.stages, "mma_depth": cfg.mma_depth, **kw}

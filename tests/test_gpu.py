@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from cases import Case, task_cases
+from cases import Case, sm90_made_fields, task_cases
 from conftest import requires_cuda, requires_sm100
 
 import reference
@@ -117,12 +117,6 @@ def test_output_not_16_byte_aligned():
     _assert_kernel_ran()
 
 
-def _made_fields(tile_n, **kw):
-    """The fields make_sm90_config sets for tile_n (stages, mma_depth), as config changes."""
-    cfg = submission.make_sm90_config(tile_n, **kw)
-    return {"tile_n": tile_n, "stages": cfg.stages, "mma_depth": cfg.mma_depth, **kw}
-
-
 def _run_small_grid(num_sms, backend, **config_changes):
     """Four groups on a tiny persistent grid, checked against the reference."""
     data = reference.generate_input(m=(40, 200, 129, 64), n=(512, 256, 384, 256), k=(512, 256, 768, 256), g=4, seed=5)
@@ -156,7 +150,7 @@ def test_every_tile_width(num_sms):
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
     for tile_n in submission.SM90_TILE_NS:
-        _run_small_grid(num_sms, submission.sm90_backend(), **_made_fields(tile_n))
+        _run_small_grid(num_sms, submission.sm90_backend(), **sm90_made_fields(submission, tile_n))
 
 
 @pytest.mark.parametrize("num_sms", [3, 7, 132])
@@ -166,7 +160,7 @@ def test_k_range_every_tile_width(num_sms):
     if _kernel_path() != "sm90":
         pytest.skip(f"Hopper-only config (path {_kernel_path()})")
     for tile_n in submission.SM90_TILE_NS:
-        _run_small_grid(num_sms, submission.sm90_backend(), **_made_fields(tile_n, split_k=True))
+        _run_small_grid(num_sms, submission.sm90_backend(), **sm90_made_fields(submission, tile_n, split_k=True))
 
 
 @pytest.mark.parametrize(

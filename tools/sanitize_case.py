@@ -30,6 +30,7 @@ import torch  # noqa: E402
 
 import reference  # noqa: E402
 import submission  # noqa: E402
+from tests.cases import sm90_made_fields  # noqa: E402
 
 
 def expected_of(data):
@@ -54,35 +55,28 @@ def case_small_grid(num_sms=2, **config_changes):
     return runner.run(data, problem, config), expected
 
 
-def made_fields(tile_n, **kw):
-    """The fields make_sm90_config sets for tile_n (stages, mma_depth), as config changes
-    to the planned config."""
-    cfg = submission.make_sm90_config(tile_n, **kw)
-    return {"tile_n": tile_n, "stages": cfg.stages, "mma_depth": cfg.mma_depth, **kw}
-
-
 def case_one_block():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(**made_fields(256))
+    return case_small_grid(**sm90_made_fields(submission, 256))
 
 
 def case_k_range():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(3, **made_fields(256, split_k=True))
+    return case_small_grid(3, **sm90_made_fields(submission, 256, split_k=True))
 
 
 def case_three_wgs():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(3, **made_fields(192, split_k=True, narrow=(96, 64)))
+    return case_small_grid(3, **sm90_made_fields(submission, 192, split_k=True, narrow=(96, 64)))
 
 
 def case_tile_m_96():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
-    return case_small_grid(3, **made_fields(192, tile_m=96, narrow=(64, 32), split_k=True))
+    return case_small_grid(3, **sm90_made_fields(submission, 192, tile_m=96, narrow=(64, 32), split_k=True))
 
 
 def case_balanced():
