@@ -330,10 +330,12 @@ GPU_COPY_BYTES = 2 << 30  # a copy of 2 GiB: 4 GiB read + written
 CPU_COPY_BYTES = 256 << 20
 
 
-def _best_seconds(fn, reps: int, batch: int = 1) -> float:
-    """Seconds per call of fn: the fastest of `reps` timings of `batch` calls back to back,
-    after one warm-up call; CUDA events around each batch on a GPU, the host clock on a
-    CPU."""
+def _best_seconds(fn, reps: int, batch: int | None = None) -> float:
+    """Seconds per call of fn: the fastest of `reps` timings of `batch` calls back to back
+    (None: GPU_CEILING_BATCH on a GPU, 1 on a CPU), after one warm-up call; CUDA events
+    around each batch on a GPU, the host clock on a CPU."""
+    if batch is None:
+        batch = GPU_CEILING_BATCH if torch.cuda.is_available() else 1
     fn()
     times = []
     for _ in range(reps):
@@ -381,8 +383,7 @@ def measure_peak() -> tuple[float, str]:
     for m, n, k in shapes:
         for make in makers:
             a, b = make(m, k), make(n, k).T
-            seconds = _best_seconds(lambda a=a, b=b: a @ b, reps=10 if cuda else 3,
-                                    batch=GPU_CEILING_BATCH if cuda else 1)
+            seconds = _best_seconds(lambda a=a, b=b: a @ b, reps=10 if cuda else 3)
             best = max(best, 2 * m * n * k / seconds / 1e12)
             del a, b
     operands = "normal and FP4-valued operands"
@@ -405,7 +406,7 @@ def measure_bandwidth() -> tuple[float, str]:
         src = torch.ones(size, dtype=torch.uint8)  # written, so that reads hit real pages
         where = "a CPU copy"
     dst = torch.empty_like(src)
-    seconds = _best_seconds(lambda: dst.copy_(src), reps=5, batch=GPU_CEILING_BATCH if torch.cuda.is_available() else 1)
+    seconds = _best_seconds(lambda: dst.copy_(src), reps=5)
     return 2 * size / seconds / 1e9, f"{where} of {size / 2**30:.2g} GiB, read + written"
 
 
