@@ -317,7 +317,9 @@ def roofline_time(flops: float, nbytes: float, roof: Roofline) -> tuple[float, s
 # 16 % on the H200 (python eval.py benchmark --baselines tools/regime_specs.txt). The two
 # of 0.15-0.4 ms (K = 7168) read 863-875 TFLOP/s on FP4-valued operands there, one call
 # at a time, against 848-882 for 8192^3: short GEMMs finish before the clocks settle
-# lower, and cuBLAS stacked on the prefill cases, timed in a batch, read up to 897.
+# lower. cuBLAS stacked on the prefill cases (3072 x 4096 x 7168) still read 1.8 % over
+# the best of these, timed in batches (the same command on 1932dbf), so on a GPU the peak
+# also takes every benchmarked case's own stacked GEMM (case_gemm_shapes).
 GPU_PEAK_SHAPES = ((8192, 8192, 8192), (16384, 16384, 16384), (8192, 16384, 8192),
                    (2048, 4096, 7168), (6144, 4096, 7168))
 # GPU timings of the ceilings take this many calls between one pair of events, as the
@@ -368,27 +370,44 @@ def fp4_valued(rows: int, cols: int, device, dtype) -> torch.Tensor:
     return values.to(dtype)
 
 
-def measure_peak() -> tuple[float, str]:
-    """The best torch.mm rate in TFLOP/s over a few large GEMMs, each on normal random and
+def case_gemm_shapes(tests) -> list[tuple[int, int, int]]:
+    """The dense fp16 GEMM (sum of M, N, K) that each valid case's groups make stacked, where
+    they share N and K: the "fp16 mm stacked" baseline's shape, which the peak must cover."""
+    shapes = []
+    for test in tests:
+        args = test.args
+        if spec_problem(args) or len(set(args["n"])) != 1 or len(set(args["k"])) != 1:
+            continue
+        shape = (sum(args["m"]), args["n"][0], args["k"][0])
+        if shape not in shapes:
+            shapes.append(shape)
+    return shapes
+
+
+def measure_peak(extra_shapes=()) -> tuple[float, str]:
+    """The best torch.mm rate in TFLOP/s over a few large GEMMs (and, on a GPU, the
+    `extra_shapes`: the benchmarked cases' own stacked GEMMs), each on normal random and
     on FP4-valued operands, and its label: fp16 on a GPU, fp32 on a CPU (which has no fast
     fp16 path)."""
     cuda = torch.cuda.is_available()
     device, dtype = ("cuda", torch.float16) if cuda else ("cpu", torch.float32)
     shapes = GPU_PEAK_SHAPES if cuda else CPU_PEAK_SHAPES
+    extra = [shape for shape in extra_shapes if shape not in shapes] if cuda else []
     makers = (
         lambda r, c: torch.randn(r, c, device=device, dtype=dtype),
         lambda r, c: fp4_valued(r, c, device, dtype),
     )
     best = 0.0
-    for m, n, k in shapes:
+    for m, n, k in (*shapes, *extra):
         for make in makers:
             a, b = make(m, k), make(n, k).T
             seconds = _best_seconds(lambda a=a, b=b: a @ b, reps=10 if cuda else 3)
             best = max(best, 2 * m * n * k / seconds / 1e12)
             del a, b
     operands = "normal and FP4-valued operands"
+    also = f" and the cases' stacked GEMMs ({_shape_text(extra)})" if extra else ""
     if cuda:
-        label = f"fp16 torch.mm on {torch.cuda.get_device_name()}, best of {_shape_text(shapes)}, {operands}"
+        label = f"fp16 torch.mm on {torch.cuda.get_device_name()}, best of {_shape_text(shapes)}{also}, {operands}"
     else:
         label = f"the CPU's fp32 torch.mm ({os.cpu_count()} cores), best of {_shape_text(shapes)}, {operands}"
     return best, label
@@ -410,8 +429,9 @@ def measure_bandwidth() -> tuple[float, str]:
     return 2 * size / seconds / 1e9, f"{where} of {size / 2**30:.2g} GiB, read + written"
 
 
-def measure_roofline() -> Roofline:
-    tflops, label = measure_peak()
+def measure_roofline(gemm_shapes=()) -> Roofline:
+    """The peak (measure_peak, also over `gemm_shapes` on a GPU) and the bandwidth."""
+    tflops, label = measure_peak(gemm_shapes)
     gbps, bandwidth_label = measure_bandwidth()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the benchmarks' L2 flush sizes itself by free memory
@@ -1184,7 +1204,7 @@ def _add_baselines(runner: CaseRunner, test: TestCase, entry: dict) -> None:
 def human_benchmarks(runner: CaseRunner, tests: list[TestCase], recheck: bool, args) -> int:
     device = _device_name()
     print(f"{_plural(len(tests), 'benchmark')} on {_machine_line()}, path: {_path_line(runner)}")
-    roof = runner.run(measure_roofline)
+    roof = runner.run(measure_roofline, case_gemm_shapes(tests))
     if isinstance(roof, CaseError):
         print(f"error: measuring the roofline failed: {roof.message}")
         return EXIT_FAIL

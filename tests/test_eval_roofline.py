@@ -191,3 +191,17 @@ def test_best_seconds_is_per_call_of_a_batch():
     assert len(calls) == 1 + 2 * 3  # one warm-up, then 2 batches of 3
     assert 0.0019 < seconds < 0.004
     assert harness.GPU_CEILING_BATCH > 1
+
+
+def test_the_peak_covers_each_cases_stacked_gemm():
+    """On a GPU the peak also times each case's groups stacked into one dense GEMM (the
+    "fp16 mm stacked" baseline's shape), once per shape; cases whose groups differ in N or
+    K, and invalid ones, have none."""
+    tests = [
+        harness.TestCase(_args([1024, 2048], [4096, 4096], [7168, 7168]), ""),
+        harness.TestCase(_args([3000, 72], [4096, 4096], [7168, 7168]), ""),  # same stacked shape
+        harness.TestCase(_args([64, 64], [4096, 2048], [7168, 7168]), ""),  # N differs
+        harness.TestCase(_args([64], [4096], [100]), ""),  # K not a multiple of 256: invalid
+        harness.TestCase(_args([4, 6, 7], [2048] * 3, [2048] * 3), ""),
+    ]
+    assert harness.case_gemm_shapes(tests) == [(3072, 4096, 7168), (17, 2048, 2048)]
