@@ -67,10 +67,13 @@ def ld_shared_u32(addr: Int32, *, loc=None, ip=None) -> Uint32:
 
 
 @dsl_user_op
-def st_shared_v4(addr: Int32, v0, v1, v2, v3, *, loc=None, ip=None) -> None:
+def st_shared_words(addr: Int32, *values, loc=None, ip=None) -> None:
+    """One shared-memory store of 1, 2 or 4 32-bit values (4, 8 or 16 bytes, aligned)."""
+    operands = ", ".join(f"${i + 1}" for i in range(len(values)))
+    vector = {1: f"b32 [$0], {operands}", 2: f"v2.b32 [$0], {{{operands}}}", 4: f"v4.b32 [$0], {{{operands}}}"}
     _asm_effect(
-        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in (v0, v1, v2, v3)],
-        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}", loc, ip,
+        [_v(Int32(addr), loc, ip)] + [_v(Uint32(x), loc, ip) for x in values],
+        f"st.shared.{vector[len(values)]};", ",".join(["r"] * (len(values) + 1)) + ",~{memory}", loc, ip,
     )
 
 
@@ -87,6 +90,20 @@ def scale_pair(word: Uint32, selector, *, loc=None, ip=None):
         "cvt.rn.f16x2.e4m3x2 $0, lo;\n"
         "cvt.rn.f16x2.e4m3x2 $1, hi;\n}",
         "=r,=r,r,r", False, loc, ip,
+    )
+
+
+@dsl_user_op
+def scale_single(word: Uint32, selector, *, loc=None, ip=None) -> Uint32:
+    """The E4M3 scale s that prmt `selector` (both bytes of its low half alike) picks from
+    `word` -> the f16x2 value (s, s): one prmt and one cvt."""
+    return _asm_value(
+        Uint32, [_v(Uint32(word), loc, ip), _v(Uint32(selector), loc, ip)],
+        "{\n.reg .b32 w;\n.reg .b16 lo, hi;\n"
+        "prmt.b32 w, $1, 0, $2;\n"
+        "mov.b32 {lo, hi}, w;\n"
+        "cvt.rn.f16x2.e4m3x2 $0, lo;\n}",
+        "=r,r,r", loc, ip, side_effects=False,
     )
 
 

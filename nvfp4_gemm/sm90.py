@@ -20,11 +20,12 @@ from .ptx import (
     pack_acc_f16x2,
     prefetch_l1,
     scale_pair,
+    scale_single,
     st_global_b16,
     st_global_v4_b32,
     st_global_v4_f32,
     st_relaxed_zero,
-    st_shared_v4,
+    st_shared_words,
     stmatrix_x4_trans,
     tensormap_acquire,
     tma_load_2d,
@@ -51,6 +52,8 @@ from .sm90_config import (
     sm90_scale_selector,
     sm90_scale_word_offset,
     sm90_schedule,
+    sm90_token_chunks,
+    sm90_token_decoders,
     sm90_token_lane,
     sm90_token_scale_atom,
     sm90_token_scale_row,
@@ -102,9 +105,9 @@ class Sm90Fp4GroupedGemm:
     packed K-tile of them into an fp16 smem buffer of a 3-deep ring, one K-tile ahead of
     the wgmmas that read it. A tile is tile_n weight rows (consumer WGs x blocks m64
     blocks: 2 x 1, 2 x 2, or 3 x 1 at tile_n 192) by tile_m tokens (128, 96 at tile_n
-    192, or 32 at tile_n 256: the decode tile, where the first WG alone decodes the
-    tokens); at tile_n 256 every decoded token feeds 256 weight rows, half the token
-    decode per MAC of a 128-row tile.
+    192, or 32 at tile_n 256: the decode tile, whose 32 or 16 rows both WGs decode one
+    word of 2 or 1 chunks per thread); at tile_n 256 every decoded token feeds 256 weight
+    rows, half the token decode per MAC of a 128-row tile.
 
     consumer warps (0..7, or 0..11 with 3 WGs), per K-tile kt (its weights in registers):
         4 x blocks wgmma groups (block g % blocks, k16-steps 2j, 2j + 1 of word j = g //
@@ -112,10 +115,11 @@ class Sm90Fp4GroupedGemm:
         fragment (g % a_fragments)
         -> (first group: wait for every WG's arrival on kt's tokens) -> 2 wgmmas
         after the first group: wait stage kt+1, LDS own words of its token row's 4
-        chunks, decode and store the first word into the ring, 16 bytes per P index (at 128
-        tokens the first two WGs only: a third stores no tokens; at 96 tokens all three, one
-        word each: decoder_threads); after word 1's first group the
-        second word (2 per thread at 96 and 128 rows, 1 at 32 and 64); one group after the
+        chunks (2 or 1 at 32 and 16 rows), decode and store the first word into the ring,
+        16 bytes per P index (8 or 4; at 128 tokens the first two WGs only: a third stores
+        no tokens; at 96 tokens all three, one word each: sm90_token_decoders); after word
+        1's first group the second word (2 per thread at 96 and 128 rows, 1 at 64 and
+        fewer); one group after the
         last store fence.proxy.async and arrive on the ring's full barrier of kt+1 (every
         consumer thread)
         after the last group: LDS own weight rows of stage kt+1, release that stage
@@ -730,75 +734,91 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def token_share(self, tidx, rows: int, tm):
-        """This thread's share of tile tm's token decode (the decoder_threads first consumer
-        threads, `rows` static): words wpt * group .. + wpt - 1 of the 4 chunks of token row trow
-        (sm90_token_lane). Word w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to
+        """This thread's share of tile tm's token decode (the first sm90_token_decoders
+        consumer threads at `rows`, static): words wpt * group .. + wpt - 1 of chunks q0 ..
+        q0 + chunks - 1 of token row trow (sm90_token_lane; all 4 chunks but at 32 and 16
+        rows over 256 threads). Word w of a chunk q gives P[4w .. 4w + 3]; P[4w + tt] goes to
         K-half w // 2 of the ring buffer, 16-byte chunk (trow % 8) ^ (4 (w % 2) + tt) under
-        the SW128 XOR (sm90_token_slot), 4 bytes at 4q: the 4 chunks make one 16-byte store.
-        Every thread decodes and stores, also rows past the group's M (TMA zero-filled) or
-        past a narrow phase's width (never read at its wgmma N): a warp-uniform skip of
-        those cost ptxas a branch around the stores that it paid for on every K-tile (K-loop
-        534 -> 504 SASS instructions at tile_n 256 K-range without it, 353 -> 348 at 128).
-        `live` is None (static: store) where every consumer WG decodes (decoder_threads); a
-        third of three at 128 tokens reads the chunks of the first one and never stores.
-        srow is the row's place in the stage's scale slab: a 96-row tile tm starts
-        (96 tm) % 128 rows into its first atom."""
-        decoders = self.cfg.decoder_threads
+        the SW128 XOR (sm90_token_slot), 4 bytes at 4q: the thread's chunks make one store
+        of 16 (8, 4) bytes. Every thread decodes and stores, also rows past the group's M
+        (TMA zero-filled) or past a narrow phase's width at 128 / 96 / 64 rows (never read
+        at its wgmma N): a warp-uniform skip of those cost ptxas a branch around the stores
+        that it paid for on every K-tile (K-loop 534 -> 504 SASS instructions at tile_n 256
+        K-range without it, 353 -> 348 at 128). `live` is None (static: store) where every
+        consumer WG decodes; a third of three at 128 tokens reads the chunks of the first
+        one and never stores. srow is the row's place in the stage's scale slab: a 96-row
+        tile tm starts (96 tm) % 128 rows into its first atom."""
+        decoders = sm90_token_decoders(self.cfg, rows)
         _, wpt = sm90_token_split(rows, decoders)
+        chunks = sm90_token_chunks(rows, decoders)
         dtid = tidx % decoders
-        trow, group = sm90_token_lane(dtid, rows, decoders)
+        trow, group, cgroup = sm90_token_lane(dtid, rows, decoders)
         live = None
         if cutlass.const_expr(self.cfg.consumer_threads > decoders):
             live = tidx < decoders
-        return trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m)
+        return trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m), cgroup * chunks, chunks
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
-        """Waits for stage `ahead`; loads this thread's words of its row's 4 packed chunks
-        (8-byte loads, 4-byte at wpt = 1) and the scale words of the row's two K-atoms,
-        then turns those into the f16x2 scale of each chunk's K-block that the words lie in.
-        All loads issue before the first conversion, so their latencies overlap."""
-        trow, group, wpt, _, srow = tok
+        """Waits for stage `ahead`; loads this thread's words of its row's packed chunks
+        (8-byte loads, 4-byte at wpt = 1) and the scale words of the chunks' K-atoms (both,
+        or the one of chunks q0 .. q0 + chunks - 1 where fewer than 4), then turns those into
+        the f16x2 scale of each chunk's K-block that the words lie in. All loads issue
+        before the first conversion, so their latencies overlap."""
+        trow, group, wpt, _, srow, q0, chunks = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
         packed = []
-        for q in cutlass.range_constexpr(4):
+        for c in cutlass.range_constexpr(chunks):
+            q = c if chunks == 4 else q0 + c
             addr = pk + sw64(trow, q) + 4 * wpt * group
             packed.append(ld_shared_v2(addr) if wpt == 2 else [ld_shared_u32(addr)])
-        sel = sm90_token_scale_selector(group, wpt)
-        words = [ld_shared_u32(sf + sm90_scale_word_offset(srow, 2 * a)) for a in range(2)]
-        pairs = [scale_pair(words[a], sel) for a in range(2)]
-        return packed, [pairs[q // 2][q % 2] for q in range(4)]
+        if cutlass.const_expr(chunks == 4):
+            sel = sm90_token_scale_selector(group, wpt)
+            words = [ld_shared_u32(sf + sm90_scale_word_offset(srow, 2 * a)) for a in range(2)]
+            pairs = [scale_pair(words[a], sel) for a in range(2)]
+            scales = [pairs[q // 2][q % 2] for q in range(4)]
+        else:
+            word = ld_shared_u32(sf + sm90_scale_word_offset(srow, q0))
+            if cutlass.const_expr(chunks == 2):  # q0 even: chunks q0, q0 + 1 of one K-atom
+                scales = scale_pair(word, sm90_token_scale_selector(group, wpt))
+            else:
+                scales = [scale_single(word, sm90_token_scale_selector(group, wpt, q0))]
+        return packed, scales
 
     @cute.jit
     def store_token_words(self, storage, tok_w, tok, packed, scales, words):
         """This thread's words number `words` (static, 0 .. wpt - 1; others are skipped) of
-        its 4 chunks -> the ring buffer tok_w: per word and P index one 16-byte store of the
-        4 chunks' P values (half the stores of 2 chunks x 4 words, a quarter of 1 x 4)."""
-        trow, group, wpt, live, _ = tok
+        its chunks -> the ring buffer tok_w: per word and P index one store of the chunks'
+        P values (16 bytes of 4 chunks: half the stores of 2 chunks x 4 words, a quarter of
+        1 x 4)."""
+        trow, group, wpt, live, _, q0, chunks = tok
         if cutlass.const_expr(live is None):
-            self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
+            self._store_token_words(storage, tok_w, trow, group, wpt, q0, chunks, packed, scales, words)
         elif live:
-            self._store_token_words(storage, tok_w, trow, group, wpt, packed, scales, words)
+            self._store_token_words(storage, tok_w, trow, group, wpt, q0, chunks, packed, scales, words)
 
     @cute.jit
-    def _store_token_words(self, storage, tok_w, trow, group, wpt: int, packed, scales, words):
+    def _store_token_words(self, storage, tok_w, trow, group, wpt: int, q0, chunks: int, packed, scales,
+                           words):
         base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
+        if cutlass.const_expr(chunks < 4):
+            base = base + 4 * q0  # the chunks' place in each 16-byte slot
         if cutlass.const_expr(self.uniform_addressing):
             offs = self.token_store_offsets(trow, group, wpt)
         else:
             base = base + trow * 128
         for i in words:
             if cutlass.const_expr(i < wpt):
-                pq = [decode_e2m1_word(packed[q][i], scales[q]) for q in range(4)]
+                pq = [decode_e2m1_word(packed[c][i], scales[c]) for c in range(chunks)]
                 w = wpt * group + i
                 for tt in cutlass.range_constexpr(4):
                     if cutlass.const_expr(self.uniform_addressing):
                         addr = base + offs[i][tt]
                     else:
                         addr = base + (w // 2) * (self.tile_m * 128) + ((trow % 8) ^ (4 * (w % 2) + tt)) * 16
-                    st_shared_v4(addr, pq[0][tt], pq[1][tt], pq[2][tt], pq[3][tt])
+                    st_shared_words(addr, *[pq[c][tt] for c in range(chunks)])
 
     @property
     def uniform_addressing(self) -> bool:
@@ -813,8 +833,8 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def token_store_offsets(self, trow, group, wpt: int):
-        """Byte offsets in a ring buffer of this thread's 16-byte token stores, by local word
-        i and P index tt: word w = wpt group + i goes to K-half w // 2, row trow, chunk
+        """Byte offsets in a ring buffer of this thread's token stores, by local word i and
+        P index tt: word w = wpt group + i goes to K-half w // 2, row trow, chunk
         (trow % 8) ^ (4 (w % 2) + tt) (token_share)."""
         key = trow % 8
         return [[trow * 128 + ((wpt * group + i) // 2) * (self.tile_m * 128)

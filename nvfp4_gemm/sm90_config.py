@@ -97,14 +97,9 @@ class Sm90Config:
 
     @property
     def decoder_threads(self) -> int:
-        """Consumer threads that share the token decode: all of them where a K-tile's
-        4 x tile_m packed words split into one or two whole words each (2 WGs at 128
-        tokens, 3 WGs at 96), else the first two WGs (3 WGs at 128 tokens), or the first
-        at 32 tokens (one word per thread: no thread decodes a row past the ring
-        buffer's)."""
-        if (4 * self.tile_m) % self.consumer_threads == 0:
-            return self.consumer_threads
-        return min(SM90_DECODER_THREADS, 4 * self.tile_m)
+        """Consumer threads that share the full-width phase's token decode
+        (sm90_token_decoders at tile_m rows)."""
+        return sm90_token_decoders(self, self.tile_m)
 
     @property
     def sf_blocks(self) -> int:
@@ -173,15 +168,41 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     return Sm90Config(tile_n=tile_n, stages=stages, **kw)
 
 
+def sm90_token_decoders(cfg: Sm90Config, rows: int) -> int:
+    """Consumer threads that share the decode of a phase's `rows` token rows (per K-tile
+    rows x 4 packed chunks x 4 words). Every consumer thread where the words split into
+    whole words of whole chunks each: one or two words of all 4 chunks (2 WGs at 128
+    tokens, 3 WGs at 96), or, where the rows are fewer than a quarter of the threads
+    (32 or 16 rows over 2 WGs), one word of 2 or 1 chunks (sm90_token_chunks). Else the
+    first two WGs (3 WGs at 128 tokens, one or two words each) or, where even those are
+    too many, 4 x tile_m threads (one word of 4 chunks each)."""
+    threads = cfg.consumer_threads
+    if sm90_token_chunks(rows, threads) < 4:
+        return threads
+    if (4 * cfg.tile_m) % threads == 0:
+        return threads
+    return min(SM90_DECODER_THREADS, 4 * cfg.tile_m)
+
+
 def sm90_token_split(rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[int, int]:
-    """(threads per token row, words of each packed 16-byte chunk that each decodes) when
-    `decoders` consumer threads decode a tile's `rows` token rows: every thread takes the
-    same words of all 4 chunks of its row, so that the 4 chunks' P[i] make one 16-byte
-    store (sm90_token_slot). With 256: 2 x 2 words at 128 rows (all 256 threads) and at 96
-    (192), 4 x 1 at 64 (256) and at 32 (128); with 384 (three WGs at 96 tokens), 4 x 1 at
-    every width."""
+    """(threads per token row by words, words of each of its packed 16-byte chunks that
+    each decodes) when `decoders` consumer threads decode a tile's `rows` token rows: every
+    thread takes the same words of all its chunks (sm90_token_chunks: all 4 but where the
+    rows are few), so that those chunks' P[i] make one store (sm90_token_slot). With 256:
+    2 x 2 words at 128 rows (all 256 threads) and at 96 (192), 4 x 1 at 64 (256), at 32
+    and at 16 (there with 2 or 4 threads per row by chunks); with 384 (three WGs at 96
+    tokens), 4 x 1 at every width."""
     split = min(4, decoders // rows)
     return split, 4 // split
+
+
+def sm90_token_chunks(rows: int, decoders: int) -> int:
+    """Packed 16-byte chunks of its token row that each decoder thread decodes (one word of
+    each where fewer than 4): 4, or 2 and 1 where 2 or 4 threads per row by chunks are
+    needed for every thread to take a whole word (sm90_token_decoders: 32 and 16 rows over
+    256 threads). A thread then stores 8 or 4 bytes per P index instead of 16."""
+    groups = decoders // (4 * rows)
+    return 4 // groups if groups in (2, 4) and decoders % (4 * rows) == 0 else 4
 
 
 def sm90_publish_group(cfg: Sm90Config, wpt: int) -> int:
@@ -194,19 +215,29 @@ def sm90_publish_group(cfg: Sm90Config, wpt: int) -> int:
     return max(cfg.blocks * (wpt - 1) + 1, cfg.mma_depth)
 
 
-def sm90_token_lane(tidx: int, rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[int, int]:
-    """(token row, word group) that consumer thread tidx decodes; the group's words are
-    wpt * group .. wpt * group + wpt - 1 of every chunk (wpt = 4 // threads per row). A
-    warp covers 32 / split rows. Every 8-lane phase of its 16-byte stores is one group of 8
-    consecutive rows (8 distinct 16-byte bank groups under SW128); every half-warp of its
-    8-byte loads (the whole warp for the 4-byte ones at 64 rows) is 8 consecutive rows x
-    all the groups (32 distinct banks under SW64)."""
+def sm90_token_lane(tidx: int, rows: int, decoders: int = SM90_DECODER_THREADS) -> tuple[int, int, int]:
+    """(token row, word group, chunk group) that consumer thread tidx decodes; the group's
+    words are wpt * group .. wpt * group + wpt - 1 of chunks chunks * cgroup .. + chunks - 1
+    (sm90_token_split, sm90_token_chunks).
+    With all 4 chunks, a warp covers 32 / split rows. Every 8-lane phase of its 16-byte
+    stores is one group of 8 consecutive rows (8 distinct 16-byte bank groups under SW128);
+    every half-warp of its 8-byte loads (the whole warp for the 4-byte ones at 64 rows) is
+    8 consecutive rows x all the groups (32 distinct banks under SW64).
+    With fewer chunks, lane = (row, word, chunk group) in that order (chunk group fastest):
+    a warp's 4-byte loads hit 32 distinct banks, and its stores of one P index two
+    addresses per bank at most (words w and w + 2 lie in different K-halves, 4 KB apart,
+    in the same bank)."""
     split, _ = sm90_token_split(rows, decoders)
+    chunks = sm90_token_chunks(rows, decoders)
     warp, lane = tidx // 32, tidx % 32
+    if chunks < 4:
+        groups = 4 // chunks
+        per_row = split * groups
+        return (warp * (32 // per_row) + lane // per_row, (lane // groups) % split, lane % groups)
     per_warp = 32 // split
     group = (lane // 8) % split
     row = warp * per_warp + (lane // (8 * split)) * 8 + lane % 8
-    return row, group
+    return row, group, 0
 
 
 def sm90_weight_lane(tidx: int) -> tuple[int, int]:
@@ -374,13 +405,17 @@ def sm90_scale_selector(byte0: int, byte1: int) -> int:
     return (byte0 | byte0 << 4) | (byte1 | byte1 << 4) << 8
 
 
-def sm90_token_scale_selector(group, wpt: int):
+def sm90_token_scale_selector(group, wpt: int, chunk=None):
     """prmt selector, for a token thread of word group `group` (sm90_token_lane), that turns
     K-atom a's scale word into the scales of chunks 2a and 2a + 1 (sm90_scale_selector's
-    two halves). The thread's words lie in K-block 2q + h of chunk q (h = first word // 2):
-    byte 2 (q % 2) + h of the atom's word, so one selector serves both atoms. Works on host
-    ints and on kernel Int32s alike."""
-    return sm90_scale_selector(0, 2) + 0x1111 * ((wpt * group) // 2)
+    two halves), or, given the thread's one `chunk` (sm90_token_chunks 1), into that
+    chunk's scale in both halves. The thread's words lie in K-block 2q + h of chunk q
+    (h = first word // 2): byte 2 (q % 2) + h of the atom's word, so one selector serves
+    both atoms. Works on host ints and on kernel Int32s alike."""
+    h = (wpt * group) // 2
+    if chunk is None:
+        return sm90_scale_selector(0, 2) + 0x1111 * h
+    return 0x1111 * (2 * (chunk % 2) + h)
 
 
 # Cost of a tile on the H200, measured (python tools/sm90_ktile_cost.py):

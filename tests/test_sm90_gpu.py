@@ -131,8 +131,9 @@ TILE_M32 = Case("tile-m32", (1, 7, 16, 17, 32, 300, 40), (256, 512, 200, 384, 40
 
 @pytest.mark.parametrize("num_sms", [3, 132])
 def test_decode_tile(num_sms):
-    """The decode tile (tile_n 256, 32 tokens, a width-16 phase; the first consumer WG
-    decodes the tokens) through a runner with the config forced."""
+    """The decode tile (tile_n 256, 32 tokens, a width-16 phase; both consumer WGs decode
+    the tokens, one word of 2 or 1 chunks per thread) through a runner with the config
+    forced."""
     _require_sm90()
     import submission
 

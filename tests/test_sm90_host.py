@@ -1,6 +1,7 @@
 """CPU checks of the Hopper kernel's host-side math: the FP4 decode's bit arithmetic (as the
 kernel's inline PTX does it), the K permutation it implies, configs and legality."""
 
+import collections
 import sys
 from pathlib import Path
 
@@ -163,7 +164,7 @@ def test_c_staging_stmatrix_rows_are_bank_conflict_free():
             assert len(groups) == 8
 
 
-@pytest.mark.parametrize("decoders, widths", [(256, (128, 96, 64, 32)), (384, (96, 64, 32))],
+@pytest.mark.parametrize("decoders, widths", [(256, (128, 96, 64)), (384, (96, 64, 32))],
                          ids=["two_wgs", "three_wgs_96"])
 def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decoders, widths):
     """The decoder threads (256: two WGs; 384: three WGs at 96-row token tiles) share a
@@ -173,10 +174,11 @@ def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decode
     phase of the 16-byte stores 8 distinct 16-byte bank groups under SW128."""
     for rows in widths:
         split, wpt = sm90_config.sm90_token_split(rows, decoders)
-        assert split * wpt == 4
+        assert split * wpt == 4 and sm90_config.sm90_token_chunks(rows, decoders) == 4
         seen = []
         lanes = [sm90_config.sm90_token_lane(t, rows, decoders) for t in range(decoders)]
-        for t, (row, group) in enumerate(lanes):
+        for t, (row, group, cgroup) in enumerate(lanes):
+            assert cgroup == 0
             # the kernel's `live`: a warp decodes only if its first row is a tile row
             if (t // 32) * (32 // split) < rows:
                 seen += [(row, q, wpt * group + i) for q in range(4) for i in range(wpt)]
@@ -187,7 +189,7 @@ def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decode
             for q in range(4):
                 for ph in range(32 // n):
                     banks = []
-                    for r, g in w[n * ph: n * ph + n]:
+                    for r, g, _ in w[n * ph: n * ph + n]:
                         start = (sm90.sw64(r, q) + 4 * wpt * g) // 4
                         banks += [(start + i) % 32 for i in range(wpt)]
                     assert len(set(banks)) == 32, (rows, warp, q, ph)
@@ -195,12 +197,51 @@ def test_token_lanes_cover_every_row_and_word_once_without_bank_conflicts(decode
                 for tt in range(4):
                     for ph in range(4):  # 16-byte stores: 8 lanes per phase
                         slots = set()
-                        for r, g in w[8 * ph: 8 * ph + 8]:
+                        for r, g, _ in w[8 * ph: 8 * ph + 8]:
                             word = wpt * g + i
                             chunk = (r % 8) ^ (4 * (word % 2) + tt)
                             half = word // 2
                             slots.add(((half * rows * 128 + r * 128 + chunk * 16) % 128) // 16)
                         assert len(slots) == 8, (rows, warp, i, tt, ph)
+
+
+def _bank_ways(addresses, width):
+    """Most distinct 4-byte words that one bank serves in one shared-memory access of
+    `width`-byte lanes (128 bytes per wavefront: 32, 16 or 8 lanes at 4, 8 or 16 bytes)."""
+    lanes = 128 // max(width, 4)
+    ways = 0
+    for p in range(0, len(addresses), lanes):
+        banks = collections.defaultdict(set)
+        for a in addresses[p:p + lanes]:
+            for word in range(a // 4, (a + width) // 4):
+                banks[word % 32].add(word)
+        ways = max(ways, max(len(v) for v in banks.values()))
+    return ways
+
+
+@pytest.mark.parametrize("rows, chunks", [(32, 2), (16, 1)])
+def test_few_token_rows_split_by_chunks_over_both_wgs(rows, chunks):
+    """At 32 and 16 token rows (the decode tile's phases) both consumer WGs decode, one
+    word of `chunks` chunks per thread: every (row, chunk, word) once, no row past the
+    phase's, the 4-byte loads of a warp on 32 distinct banks (SW64) and its stores of one
+    P index at most 2 words per bank (SW128: words w and w + 2 are 4 KB apart)."""
+    cfg = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE)
+    decoders = sm90_config.sm90_token_decoders(cfg, rows)
+    assert decoders == cfg.consumer_threads == 256
+    assert sm90_config.sm90_token_split(rows, decoders) == (4, 1)
+    assert sm90_config.sm90_token_chunks(rows, decoders) == chunks
+    lanes = [sm90_config.sm90_token_lane(t, rows, decoders) for t in range(decoders)]
+    seen = [(r, chunks * cg + c, g) for r, g, cg in lanes for c in range(chunks)]
+    assert sorted(seen) == [(r, q, w) for r in range(rows) for q in range(4) for w in range(4)]
+    for warp in range(decoders // 32):
+        w = lanes[32 * warp: 32 * warp + 32]
+        for c in range(chunks):
+            loads = [sm90.sw64(r, chunks * cg + c) + 4 * g for r, g, cg in w]
+            assert _bank_ways(loads, 4) == 1, (warp, c)
+        for tt in range(4):
+            stores = [(g // 2) * cfg.tile_m * 128 + r * 128 + ((r % 8) ^ (4 * (g % 2) + tt)) * 16
+                      + 4 * chunks * cg for r, g, cg in w]
+            assert _bank_ways(stores, 4 * chunks) <= 2, (warp, tt)
 
 
 def _prmt(a: int, b: int, sel: int) -> int:
@@ -218,8 +259,13 @@ def test_token_scale_selector_picks_each_words_k_block():
     """scale_pair(word of K-atom a, sm90_token_scale_selector(g, wpt)) gives, in its low half,
     chunk 2a's scale byte twice and in its high half chunk 2a + 1's: the K-block that each
     of the thread's words of that chunk lies in (word w of chunk q: K 32q + 8w .., K-block
-    2q + w // 2). The atom's word holds K-blocks 4a .. 4a + 3 in bytes 0 .. 3."""
+    2q + w // 2); given one chunk q, both halves are q's. The atom's word holds K-blocks
+    4a .. 4a + 3 in bytes 0 .. 3."""
     word = 0x44332211  # K-block 4a + i scale = byte i = 0x11 (i + 1)
+
+    def expect(q, w):
+        return ((2 * q + w // 2 - 4 * (q // 2) + 1) * 0x11) * 0x101
+
     for rows in (128, 96, 64, 32):
         split, wpt = sm90_config.sm90_token_split(rows)
         for g in range(split):
@@ -227,8 +273,11 @@ def test_token_scale_selector_picks_each_words_k_block():
             for q in range(4):
                 half = (picked >> 16 * (q % 2)) & 0xFFFF
                 for w in range(wpt * g, wpt * g + wpt):
-                    kb = 2 * q + w // 2 - 4 * (q // 2)
-                    assert half == ((kb + 1) * 0x11) * 0x101, (rows, g, q, w)
+                    assert half == expect(q, w), (rows, g, q, w)
+    for g in range(4):  # one word of one chunk (sm90_token_chunks 1)
+        for q in range(4):
+            picked = _prmt(word, 0, sm90_config.sm90_token_scale_selector(g, 1, q))
+            assert picked & 0xFFFF == picked >> 16 == expect(q, g), (g, q)
 
 
 def test_fragment_index_matches_the_wgmma_register_order():
@@ -331,8 +380,14 @@ def test_legality(kw, legal):
     if legal:
         assert sm90_config.sm90_smem_bytes(cfg) <= sm90_config.SM90_SMEM_CAPACITY
         assert cfg.blocks * cfg.consumer_wgs * 64 == cfg.tile_n
-        # every decoder thread takes whole words: 4 words per chunk row of each token row
-        assert 4 * cfg.tile_m % cfg.decoder_threads == 0
+        # at every width the decoder threads take whole words of whole chunks, cover the
+        # phase's rows and no row past the ring buffer's
+        for rows in cfg.widths:
+            decoders = sm90_config.sm90_token_decoders(cfg, rows)
+            split, wpt = sm90_config.sm90_token_split(rows, decoders)
+            per_row = split * (4 // sm90_config.sm90_token_chunks(rows, decoders))
+            assert split * wpt == 4 and decoders % per_row == 0
+            assert rows <= decoders // per_row <= cfg.tile_m
 
 
 def test_makespan_model_follows_the_round_robin():
@@ -400,17 +455,17 @@ def test_config_choice_per_regime():
 
 
 def test_decode_tile_config():
-    """The decode tile: 4 packed stages, the first consumer WG alone decodes the 32 token
-    rows (one word per thread, no row past the ring buffer's), one scale atom per token
-    tile, 4 KB C boxes; 32-token tiles are legal at tile_n 256 only, and a narrow width
-    needs a measured cost."""
+    """The decode tile: 4 packed stages, both consumer WGs decode the token rows (32, or
+    16 in the narrow phase: test_few_token_rows_split_by_chunks_over_both_wgs), one scale
+    atom per token tile, 4 KB C boxes; 32-token tiles are legal at tile_n 256 only, and a
+    narrow width needs a measured cost."""
     cfg = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE)
     assert sm90_config.sm90_config_is_legal(cfg)
-    assert (cfg.stages, cfg.decoder_threads, cfg.sfa_blocks, cfg.c_stage_bytes) == (4, 128, 1, 4096)
-    assert sm90_config.sm90_token_split(32, cfg.decoder_threads) == (4, 1)
-    rows = {sm90_config.sm90_token_lane(t, 32, cfg.decoder_threads)[0] for t in range(cfg.decoder_threads)}
-    assert rows == set(range(32))
-    assert max(sm90_config.sm90_token_lane(t, 16, cfg.decoder_threads)[0] for t in range(128)) < 32
+    assert (cfg.stages, cfg.decoder_threads, cfg.sfa_blocks, cfg.c_stage_bytes) == (4, 256, 1, 4096)
+    for rows in cfg.widths:
+        decoders = sm90_config.sm90_token_decoders(cfg, rows)
+        lanes = {sm90_config.sm90_token_lane(t, rows, decoders)[0] for t in range(decoders)}
+        assert lanes == set(range(rows))
     assert not sm90_config.sm90_config_is_legal(sm90_config.Sm90Config(tile_n=128, tile_m=32, narrow=(16,)))
     assert not sm90_config.sm90_config_is_legal(sm90_config.make_sm90_config(128, narrow=(64, 16)))
     # the 128-token config's C boxes and ring are as before (16 KB per WG)
@@ -436,7 +491,7 @@ def test_two_wgmma_groups_in_flight_where_the_registers_allow():
             groups = 4 * cfg.blocks
             assert cfg.a_fragments > d and groups % cfg.a_fragments == 0
             for rows in cfg.widths:
-                _, wpt = sm90_config.sm90_token_split(rows, cfg.decoder_threads)
+                _, wpt = sm90_config.sm90_token_split(rows, sm90_config.sm90_token_decoders(cfg, rows))
                 publish = sm90_config.sm90_publish_group(cfg, wpt)
                 last_store = cfg.blocks * (wpt - 1)
                 assert last_store < publish < groups and publish >= d
