@@ -206,3 +206,26 @@ def test_the_peak_covers_each_cases_stacked_gemm():
         harness.TestCase(_args([4, 6, 7], [2048] * 3, [2048] * 3), ""),
     ]
     assert harness.case_gemm_shapes(tests) == [(3072, 4096, 7168), (17, 2048, 2048)]
+
+
+def test_a_dense_gemm_baseline_faster_than_the_ceiling_raises_the_peak():
+    """The peak is the best dense GEMM rate of the run: a cuBLAS baseline that beat the
+    ceiling's GEMMs raises it (and every case's roofline and bound follow); the fp16
+    fallback (decode + cuBLAS) is not a dense GEMM and never does; without such a
+    baseline the roofline is the one measured."""
+    roof = harness.Roofline(tflops=100.0, label="peak", gbps=1000.0, bandwidth_label="copy")
+    fast = {"case": "p", "flops": 4e9, "bytes": 1e6, "roofline_us": 40.0, "bound": "flops",
+            "baselines": {"fp16 mm stacked": 32000.0, "our fp16 fallback (decode + cuBLAS)": 31000.0}}
+    small = {"case": "d", "flops": 1e7, "bytes": 3e7, "roofline_us": 30.0, "bound": "bytes",
+             "baselines": {"fp16 mm per group": 50000.0}}
+    assert harness.peak_with_baselines([dict(small)], roof) is roof
+    results = [fast, small]
+    raised = harness.peak_with_baselines(results, roof)
+    assert raised.tflops == pytest.approx(125.0)  # 4e9 FLOPs in 32 us
+    assert "raised to the rate of fp16 mm stacked on p" in raised.label and raised.gbps == 1000.0
+    assert fast["roofline_us"] == pytest.approx(32.0) and fast["bound"] == "flops"
+    assert small["roofline_us"] == pytest.approx(30.0) and small["bound"] == "bytes"
+    # the fallback's 31 us (129 TFLOP/s) raised nothing; under the raised roofline it is
+    # what the notes flag
+    notes = harness._below_roofline_notes(results, raised)
+    assert len(notes) == 1 and "our fp16 fallback (decode + cuBLAS) took 31.00 us on p" in notes[0]
