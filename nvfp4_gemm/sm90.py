@@ -876,7 +876,8 @@ class Sm90Fp4GroupedGemm:
         buffer tok_r's tokens. With `with_next` (static: all but a tile's last K-tile) it
         also decodes stage ahead's tokens into ring buffer tok_w (after the groups of
         words 0 and 1), loads stage ahead's weights for the next K-tile (after the last
-        group, when this K-tile's are dead) and releases that stage: the loads' latency
+        group, when this K-tile's are dead; with weights_early right after the stage's wait
+        in group 0, into registers of their own) and releases that stage: the loads' latency
         then hides behind the wgmmas in flight. The arrive on tok_w's full barrier comes
         one group after the thread's last token store (group blocks + 1 with 2 words per
         chunk, group 1 with 1: 64 rows and fewer), and no earlier than group mma_depth,
@@ -910,6 +911,9 @@ class Sm90Fp4GroupedGemm:
             if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
                     packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+                    if cutlass.const_expr(self.cfg.weights_early):
+                        wm_next, sc_next = self.load_weights(storage, ahead, wgt)
+                        self.release_stage(ab_pipeline, ahead)
                 # this thread's first word after the first group, its second (wpt 2) after
                 # the next word's first group;
                 # the fence and arrive one group after the last store (the stores have
@@ -920,7 +924,7 @@ class Sm90Fp4GroupedGemm:
                     self.store_token_words(storage, tok_w, tok, packed, scales, (j,))
                 if cutlass.const_expr(g == sm90_publish_group(self.cfg, wpt)):
                     self.publish_tokens(tok_pipeline, tok_w)
-                if cutlass.const_expr(g == groups - 1):
+                if cutlass.const_expr(g == groups - 1 and not self.cfg.weights_early):
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)
                     self.release_stage(ab_pipeline, ahead)
         if cutlass.const_expr(with_next):

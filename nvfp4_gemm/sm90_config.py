@@ -66,6 +66,11 @@ class Sm90Config:
     # wgmma groups a consumer warp leaves in flight when it decodes the next group's
     # weights (wait_group(mma_depth)): 1 on 2 A fragments, or 2 on 4 (a_fragments)
     mma_depth: int = 1
+    # a consumer loads the next K-tile's weights from its packed stage right after the
+    # stage's wait (group 0) and releases the stage there, instead of after the last group:
+    # the loads' latency hides behind a whole K-tile, the stage is free a K-tile earlier,
+    # and both K-tiles' weights are live at once (sm90_consumer_registers)
+    weights_early: bool = False
 
     @property
     def consumer_wgs(self) -> int:
@@ -160,10 +165,17 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     tile 46.4 / 88.4 / 55.4 against 47.2 / 89.0 / 55.5 on the decode cases (python
     tools/sm90_sweep.py "" "mma_depth=2"); but the K-range split tiles of shape 2 ran
     29.23 against 29.12 us (python eval.py benchmark, new, old, old, new), so split
-    configs keep one."""
+    configs keep one. The next K-tile's weights load early (weights_early) wherever the
+    registers allow: tile_n 128 and the decode tile, alternating in one call: 14.5 / 29.7
+    against 14.6 / 30.1 us on benchmark shapes 3 / 2 at tile_n 128, 28.8-28.9 against
+    29.0 us on shape 2's balanced split tiles, 43.9-44.1 / 83.3-83.4 / 52.6 against
+    44.0-44.1 / 83.5-83.6 / 53.2-53.3 on the decode cases (python tools/sm90_sweep.py
+    CFG "CFG,weights_early=1" CFG "CFG,weights_early=1")."""
     if "mma_depth" not in kw:
         deep = Sm90Config(tile_n=tile_n, mma_depth=2, **kw)
         kw["mma_depth"] = 2 if sm90_is_valid_registers(deep) and not deep.split_k else 1
+    if "weights_early" not in kw:
+        kw["weights_early"] = sm90_is_valid_registers(Sm90Config(tile_n=tile_n, weights_early=True, **kw))
     stages = min(4, sm90_max_stages(Sm90Config(tile_n=tile_n, stages=2, **kw)))
     return Sm90Config(tile_n=tile_n, stages=stages, **kw)
 
@@ -276,8 +288,10 @@ def sm90_consumer_registers(cfg: Sm90Config) -> int:
     """What a consumer thread holds: its fp32 accumulators (blocks x 64 weight rows x tile_m
     tokens over 128 threads) plus about 96 for the A fragments in flight (ptxas keeps 3 of
     16), the packed weight chunks (16) and token chunks (8) of a K-tile, their scales and
-    addressing; 8 more per A fragment beyond two."""
-    return cfg.blocks * 64 * cfg.tile_m // 128 + 96 + 8 * (cfg.a_fragments - 2)
+    addressing; 8 more per A fragment beyond two, and with weights_early 12 per m64 block
+    for the next K-tile's weight chunks and scales."""
+    early = 12 * cfg.blocks if cfg.weights_early else 0  # 4 words and 2 f16x2 scales per row
+    return cfg.blocks * 64 * cfg.tile_m // 128 + 96 + 8 * (cfg.a_fragments - 2) + early
 
 
 SM90_TILE_NS = (128, 192, 256)  # 2 WGs x 1 block, 3 WGs x 1, 2 WGs x 2 (Sm90Config.consumer_wgs)
