@@ -2,10 +2,13 @@
 
     ncu --kernel-name regex:Sm90Fp4GroupedGemm_object_at__TiledMMA --launch-skip 1 \\
         --launch-count 1 --section SpeedOfLight python3 tools/ncu_case.py 0
+    ncu ... python3 tools/ncu_case.py --spec-file tools/regime_specs.txt 6
 
-Arguments: indexes into task.yml's benchmarks (default 0 and 2).
+Arguments: indexes into task.yml's benchmarks (default 0 and 2), or into the cases of a
+spec file with --spec-file.
 """
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -13,13 +16,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+import eval as harness  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
-cases = task_cases("benchmarks")
-for i in [int(x) for x in sys.argv[1:]] or [0, 2]:
-    data = reference.generate_input(**cases[i].args())
+ap = argparse.ArgumentParser()
+ap.add_argument("cases", nargs="*", type=int)
+ap.add_argument("--spec-file", default=None, help="cases from this spec file instead of task.yml's benchmarks")
+args = ap.parse_args()
+if args.spec_file:
+    cases = [test.args for test in harness.read_spec_file(args.spec_file)]
+else:
+    cases = [case.args() for case in task_cases("benchmarks")]
+for i in args.cases or [0, 2]:
+    data = reference.generate_input(**cases[i])
     for _ in range(3):
         submission.custom_kernel(data)
     torch.cuda.synchronize()
