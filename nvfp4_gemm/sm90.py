@@ -122,7 +122,9 @@ class Sm90Fp4GroupedGemm:
         fewer); one group after the
         last store fence.proxy.async and arrive on the ring's full barrier of kt+1 (every
         consumer thread)
-        after the last group: LDS own weight rows of stage kt+1, release that stage
+        after the last group (with weights_early after the first group's wait for stage
+        kt+1, into registers of their own): LDS own weight rows of stage kt+1, release
+        that stage
       per tile, after its last K-tile: each WG stmatrix-stores its fp16 outputs into its
         own staging box and one thread TMA-stores the box (epilogue), which drains while
         the next tile starts; at two blocks per WG, block 0 goes to a free token-ring
