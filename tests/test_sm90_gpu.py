@@ -160,3 +160,22 @@ def test_tile_m_96_with_three_decoding_warpgroups(num_sms, split_k):
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
     assert runner.run(data, submission.validate_inputs(data), cfg) is not None
     _check_outputs(data)
+
+
+@pytest.mark.parametrize("num_sms", [3, 132])
+@pytest.mark.parametrize("kw", [{"tile_n": 128}, {"tile_n": 128, "split_k": True}, {"tile_n": 256, "tile_m": 32, "narrow": (16,)}],
+                         ids=["tile_n128", "tile_n128_split_k", "decode"])
+def test_weights_early(kw, num_sms):
+    """weights_early (the next K-tile's weights loaded, and the stage released, in the first
+    group) on the configs where it is legal, forced through a runner, on a grid where CTAs
+    walk many tiles and units and on one where most run one; every E2M1 code, NaN in the
+    scale padding."""
+    _require_sm90()
+    import submission
+
+    cfg = submission.make_sm90_config(**kw, weights_early=True)
+    assert submission.sm90_config_is_legal(cfg) and cfg.weights_early
+    data = _make(TILE_M32 if cfg.tile_m == 32 else TILE_M96)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
+    _check_outputs(data)

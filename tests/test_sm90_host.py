@@ -499,18 +499,17 @@ def test_two_wgmma_groups_in_flight_where_the_registers_allow():
 
 
 def test_early_weight_loads_where_the_registers_allow():
-    """make_sm90_config loads the next K-tile's weights early (weights_early: 12 more
-    registers per m64 block) on tile_n 128, whole or split, and on the decode tile; not on
-    the 128-token tiles of 256 (two blocks of 128 accumulators each) or 192 (three WGs)."""
-    early = {n: sm90_config.make_sm90_config(n).weights_early for n in (128, 192, 256)}
-    assert early == {128: True, 192: False, 256: False}
-    assert sm90_config.make_sm90_config(128, split_k=True).weights_early
-    assert sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE).weights_early
-    assert not sm90_config.make_sm90_config(128, weights_early=False).weights_early
-    for n in (192, 256):
-        cfg = sm90_config.make_sm90_config(n)
-        assert not sm90_config.sm90_config_is_legal(dataclasses.replace(cfg, weights_early=True))
-    cfg = sm90_config.make_sm90_config(128)
+    """weights_early (12 more registers per m64 block) is legal on tile_n 128, whole or
+    split, and on the decode tile; not on the 128-token tiles of 256 (two blocks of 128
+    accumulators each) or 192 (three WGs). make_sm90_config leaves it off unless asked."""
+    for n in (128, 192, 256):
+        assert not sm90_config.make_sm90_config(n).weights_early
+        cfg = sm90_config.make_sm90_config(n, weights_early=True)
+        assert sm90_config.sm90_config_is_legal(cfg) is (n == 128), n
+    assert sm90_config.sm90_config_is_legal(sm90_config.make_sm90_config(128, split_k=True, weights_early=True))
+    decode = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE, weights_early=True)
+    assert sm90_config.sm90_config_is_legal(decode)
+    cfg = sm90_config.make_sm90_config(128, weights_early=True)
     extra = sm90_config.sm90_consumer_registers(cfg) - sm90_config.sm90_consumer_registers(
         dataclasses.replace(cfg, weights_early=False))
     assert extra == 12 * cfg.blocks

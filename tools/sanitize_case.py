@@ -106,9 +106,23 @@ def case_decode():
     return runner.run(data, submission.validate_inputs(data), cfg), expected
 
 
-SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96)
+def case_weights_early():
+    """weights_early (the stage released in the first group of a K-tile): tile_n 128 split
+    along K on 3 CTAs and the decode tile on 2 (on Blackwell, the small grid)."""
+    if submission.select_path(torch.device("cuda")) != "sm90":
+        return case_small_grid()
+    out, expected = case_small_grid(3, **sm90_made_fields(submission, 128, split_k=True, weights_early=True))
+    data = reference.generate_input(m=(1, 7, 32, 200, 16), n=(256, 512, 128, 256, 384), k=(512, 256, 256, 512, 768),
+                                    g=5, seed=9)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=2)
+    cfg = submission.make_sm90_config(256, **submission.SM90_DECODE_TILE, weights_early=True)
+    decoded = runner.run(data, submission.validate_inputs(data), cfg)
+    return [*out, *decoded], [*expected, *expected_of(data)]
+
+
+SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96, case_weights_early)
 CASES = (case_custom_kernel, case_small_grid, case_one_block, case_k_range, case_three_wgs, case_balanced,
-         case_tile_m_96, case_decode)
+         case_tile_m_96, case_decode, case_weights_early)
 chosen = [c for c in CASES if not sys.argv[1:] or c.__name__ in sys.argv[1:]]  # names select cases
 ok = bool(chosen)
 for case in chosen:
