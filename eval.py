@@ -813,7 +813,10 @@ def _dequantized(data, dtype=torch.bfloat16):
     return out
 
 
-STACKED_BASELINE = "fp16 mm stacked"  # the name of the baseline that reads one group's weights
+# Names of the baselines that peak_with_baselines and the notes treat apart
+PER_GROUP_BASELINE = "fp16 mm per group"
+STACKED_BASELINE = "fp16 mm stacked"  # reads one group's weights
+GROUPED_MM_BASELINE = "torch._grouped_mm bf16 (pre-dequantized)"
 
 
 def _dense_fp16_baselines(data_list) -> dict:
@@ -824,7 +827,7 @@ def _dense_fp16_baselines(data_list) -> dict:
     results = {}
     per_group = [_dequantized(data, torch.float16) for data in data_list]
     stats = time_calls(lambda pairs: [a @ b.T for a, b in pairs], per_group, False, None, 50, 2e9)
-    results["fp16 mm per group"] = stats.mean if isinstance(stats, Stats) else None
+    results[PER_GROUP_BASELINE] = stats.mean if isinstance(stats, Stats) else None
     if len({(n, k) for _, n, k, _ in data_list[0][3]}) == 1:
         stacked = [(torch.cat([a for a, _ in pairs]), pairs[0][1].T) for pairs in per_group]
         stats = time_calls(lambda x: x[0] @ x[1], stacked, False, None, 50, 2e9)
@@ -864,9 +867,9 @@ def _run_baselines(test: TestCase) -> dict:
                 50,
                 2e9,
             )
-            results["torch._grouped_mm bf16 (pre-dequantized)"] = stats.mean
+            results[GROUPED_MM_BASELINE] = stats.mean
         except RuntimeError as e:
-            results["torch._grouped_mm bf16 (pre-dequantized)"] = f"unavailable: {e}"
+            results[GROUPED_MM_BASELINE] = f"unavailable: {e}"
     if torch.cuda.is_available():
         results.update(_dense_fp16_baselines(data_list))
 
@@ -1176,6 +1179,12 @@ def cpu_plan(tests: list[TestCase], roof: Roofline, recheck: bool, baselines: bo
     )
 
 
+def _set_roofline(entry: dict, roof: Roofline) -> None:
+    """An entry's roofline_us and bound from its flops and bytes (roofline_time)."""
+    seconds, bound = roofline_time(entry["flops"], entry["bytes"], roof)
+    entry.update(roofline_us=seconds * 1e6, bound=bound)
+
+
 def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Roofline) -> dict:
     """One benchmark's row: its time, FLOPs, bytes, roofline and speed of light, or error."""
     entry = {"case": _case_label(test), "spec": test.spec}
@@ -1183,10 +1192,9 @@ def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Ro
     if problem:
         entry["error"] = f"invalid spec: {problem}"
         return entry
-    flops, nbytes = flops_of(test.args), bytes_of(test.args)
-    seconds, bound = roofline_time(flops, nbytes, roof)
+    entry.update(flops=flops_of(test.args), bytes=bytes_of(test.args))
+    _set_roofline(entry, roof)
     key = (tuple(test.args["m"]), tuple(test.args["n"]), tuple(test.args["k"]))
-    entry.update(flops=flops, bytes=nbytes, roofline_us=seconds * 1e6, bound=bound)
     entry["sol_us"] = B200_SPEED_OF_LIGHT_US.get(key)
     stats = _benchmark(runner, test, recheck, 100, 10e9)
     if isinstance(stats, Stats):
@@ -1269,7 +1277,7 @@ FLOPS_ONLY_BASELINES = (STACKED_BASELINE,)  # reads group 0's B only (_dense_fp1
 
 # Baselines that are one dense tensor-core GEMM per call or per group: the peak is at least
 # their rate (peak_with_baselines)
-DENSE_GEMM_BASELINES = ("fp16 mm per group", STACKED_BASELINE, "torch._grouped_mm bf16 (pre-dequantized)")
+DENSE_GEMM_BASELINES = (PER_GROUP_BASELINE, STACKED_BASELINE, GROUPED_MM_BASELINE)
 
 
 def peak_with_baselines(results: list[dict], roof: Roofline) -> Roofline:
@@ -1292,8 +1300,7 @@ def peak_with_baselines(results: list[dict], roof: Roofline) -> Roofline:
     roof = dataclasses.replace(roof, tflops=best, label=f"{roof.label}; raised to the rate of {where}")
     for r in results:
         if "flops" in r:
-            seconds, bound = roofline_time(r["flops"], r["bytes"], roof)
-            r.update(roofline_us=seconds * 1e6, bound=bound)
+            _set_roofline(r, roof)
     return roof
 
 
