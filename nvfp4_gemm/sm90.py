@@ -3,6 +3,8 @@ and its compilation."""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from .binding import bind_launch, device_ptr, fake_ptr
 from .common import Int32, Int64, cute, cutlass, pipeline, sm90_utils, utils
 from .formats import SF_ATOM_BYTES
@@ -68,6 +70,22 @@ def sw64(row, chunk):
     (Swizzle<2,4,3>: chunk ^= (row / 2) % 4). With it, 8 lanes reading one chunk column of 8
     consecutive rows, or 2 rows x 4 chunks, touch 8 distinct 16-byte bank groups."""
     return row * 64 + ((chunk ^ ((row // 2) % 4)) * 16)
+
+
+class TokenShare(NamedTuple):
+    """A consumer thread's share of a phase's token decode (Sm90Fp4GroupedGemm.token_share):
+    words wpt * group .. + wpt - 1 of chunks q0 .. q0 + chunks - 1 of token row `row`, the
+    row's place `srow` in the stage's scale slab, and `live` (None: every thread stores;
+    else whether this one does). wpt and chunks are static; q0 is static 0 where chunks
+    is 4."""
+
+    row: Any
+    group: Any
+    wpt: int
+    live: Any
+    srow: Any
+    q0: Any
+    chunks: int
 
 
 class Sm90Fp4GroupedGemm:
@@ -758,7 +776,7 @@ class Sm90Fp4GroupedGemm:
         live = None
         if cutlass.const_expr(self.cfg.consumer_threads > decoders):
             live = tidx < decoders
-        return trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m), cgroup * chunks, chunks
+        return TokenShare(trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m), cgroup * chunks, chunks)
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
@@ -773,8 +791,7 @@ class Sm90Fp4GroupedGemm:
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
         packed = []
         for c in cutlass.range_constexpr(chunks):
-            q = c if chunks == 4 else q0 + c
-            addr = pk + sw64(trow, q) + 4 * wpt * group
+            addr = pk + sw64(trow, q0 + c) + 4 * wpt * group
             packed.append(ld_shared_v2(addr) if wpt == 2 else [ld_shared_u32(addr)])
         if cutlass.const_expr(chunks == 4):
             sel = sm90_token_scale_selector(group, wpt)
@@ -921,7 +938,7 @@ class Sm90Fp4GroupedGemm:
                 # the fence and arrive one group after the last store (the stores have
                 # completed by then, so the proxy fence does not wait for them), after a
                 # wait_group that retired all of kt - 1 (that of any group g >= mma_depth)
-                wpt = tok[2]
+                wpt = tok.wpt
                 if cutlass.const_expr(g % self.blocks == 0 and j < wpt):
                     self.store_token_words(storage, tok_w, tok, packed, scales, (j,))
                 if cutlass.const_expr(g == sm90_publish_group(self.cfg, wpt)):
