@@ -90,20 +90,25 @@ def case_balanced():
     return runner.run(data, submission.validate_inputs(data), cfg), expected
 
 
+def _sm90_decode_tile(seed: int, **config_changes):
+    """Hopper's 32-token decode tile (width-16 phase) forced on a 2-CTA grid, token tiles
+    0-6 of a 200-row group among its groups."""
+    data = reference.generate_input(m=(1, 7, 32, 200, 16), n=(256, 512, 128, 256, 384), k=(512, 256, 256, 512, 768),
+                                    g=5, seed=seed)
+    expected = expected_of(data)
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=2)
+    cfg = submission.make_sm90_config(256, **submission.SM90_DECODE_TILE, **config_changes)
+    return runner.run(data, submission.validate_inputs(data), cfg), expected
+
+
 def case_decode():
-    """The decode configs: Hopper's 32-token tiles (width-16 phase) forced on a 2-CTA grid,
-    token tiles 0-6 of a 200-row group among them; on Blackwell custom_kernel's own choice
-    for groups of at most 32 tokens (MMA N = 32)."""
+    """The decode configs: Hopper's decode tile (_sm90_decode_tile); on Blackwell
+    custom_kernel's own choice for groups of at most 32 tokens (MMA N = 32)."""
     if submission.select_path(torch.device("cuda")) != "sm90":
         data = reference.generate_input(m=(1, 7, 32, 16), n=(256, 512, 128, 384), k=(512, 256, 256, 768), g=4, seed=8)
         expected = expected_of(data)
         return submission.custom_kernel(data), expected
-    data = reference.generate_input(m=(1, 7, 32, 200, 16), n=(256, 512, 128, 256, 384), k=(512, 256, 256, 512, 768),
-                                    g=5, seed=8)
-    expected = expected_of(data)
-    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=2)
-    cfg = submission.make_sm90_config(256, **submission.SM90_DECODE_TILE)
-    return runner.run(data, submission.validate_inputs(data), cfg), expected
+    return _sm90_decode_tile(8)
 
 
 def case_weights_early():
@@ -112,12 +117,8 @@ def case_weights_early():
     if submission.select_path(torch.device("cuda")) != "sm90":
         return case_small_grid()
     out, expected = case_small_grid(3, **sm90_made_fields(submission, 128, split_k=True, weights_early=True))
-    data = reference.generate_input(m=(1, 7, 32, 200, 16), n=(256, 512, 128, 256, 384), k=(512, 256, 256, 512, 768),
-                                    g=5, seed=9)
-    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=2)
-    cfg = submission.make_sm90_config(256, **submission.SM90_DECODE_TILE, weights_early=True)
-    decoded = runner.run(data, submission.validate_inputs(data), cfg)
-    return [*out, *decoded], [*expected, *expected_of(data)]
+    decoded, decoded_expected = _sm90_decode_tile(9, weights_early=True)
+    return [*out, *decoded], [*expected, *decoded_expected]
 
 
 SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96, case_weights_early)
