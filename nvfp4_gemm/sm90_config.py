@@ -64,7 +64,7 @@ class Sm90Config:
     pdl: bool = True  # programmatic dependent launch (overlaps the previous call's tail)
     split_k: bool = False  # split tiles along K to balance the CTAs (k_range_units)
     # wgmma groups a consumer warp leaves in flight when it decodes the next group's
-    # weights (wait_group(mma_depth)): 1 on 2 A fragments, or 2 on 4 (a_fragments)
+    # weights (wait_group(mma_depth)): 1 on 2 A fragments, or 2 or 3 on 4 (a_fragments)
     mma_depth: int = 1
     # a consumer loads the next K-tile's weights from its packed stage right after the
     # stage's wait (group 0) and releases the stage there, instead of after the last group:
@@ -165,7 +165,7 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     tile 46.4 / 88.4 / 55.4 against 47.2 / 89.0 / 55.5 on the decode cases (python
     tools/sm90_sweep.py "" "mma_depth=2"); but the K-range split tiles of shape 2 ran
     29.23 against 29.12 us (python eval.py benchmark, new, old, old, new), so split
-    configs keep one.
+    configs keep one. The decode tile asks for three (SM90_DECODE_TILE).
     weights_early is on where the registers allow it after mma_depth (tile_n 128, whole
     or split, and the decode tile; unless given): alternating in one call it ran 14.5 /
     29.7 against 14.6 / 30.1 us on benchmark shapes 3 / 2 at tile_n 128, 28.8-28.9
@@ -316,7 +316,7 @@ def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
         and all((cfg.tile_n, w) in sm90_ktile_table(cfg) for w in cfg.widths)
         and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
-        and cfg.mma_depth in (1, 2)
+        and 1 <= cfg.mma_depth < cfg.a_fragments
     )
 
 
@@ -484,7 +484,13 @@ SM90_NARROW_CHOICES = ((96, 64), (64,))
 # ones: tiles of 1-32 tokens decode and multiply 32 token columns instead of 64, and the
 # small ring leaves room for 4 packed stages. Split into K ranges it ran no faster
 # (47.6 / 89.8 against 47.1 / 88.8 us on the first two cases of SM90_KTILE_US_32_TOKENS).
-SM90_DECODE_TILE = {"tile_m": 32, "narrow": (16,)}
+# Three wgmma groups in flight (all that its 4 A fragments allow): a width-16 or -32 wgmma
+# is short beside its latency, so one more in flight hides more of it. 42.1 / 79.7 / 50.8
+# and 42.1 / 79.8 / 50.7 us on the decode cases against 43.5 / 83.2 / 52.3 and 44.5 /
+# 84.1 / 53.0 with two, alternating in one process (python tools/sm90_sweep.py
+# --spec-file tools/regime_specs.txt --shapes 6,7,8 auto "tile_n=256,tile_m=32,narrow=16,mma_depth=3"
+# twice, on b3f6497).
+SM90_DECODE_TILE = {"tile_m": 32, "narrow": (16,), "mma_depth": 3}
 
 
 # A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the

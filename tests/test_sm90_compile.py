@@ -31,7 +31,7 @@ def _compile_and_dump(tmp_path, cfg_kwargs) -> str:
 @pytest.mark.parametrize(
     "cfg",
     [{}, {"narrow": ()}, {"tile_n": 256}, {"tile_n": 256, "split_k": True}, {"tile_n": 192, "split_k": True},
-     {"tile_n": 192, "tile_m": 96, "narrow": (64, 32), "split_k": True}, {"tile_n": 256, "tile_m": 32, "narrow": (16,)}],
+     {"tile_n": 192, "tile_m": 96, "narrow": (64, 32), "split_k": True}, {"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 3}],
     ids=["default", "one_phase", "tile_n256", "tile_n256_split_k", "tile_n192_split_k", "tile_n192_m96_split_k", "decode"],
 )
 def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
@@ -74,7 +74,7 @@ SM90_K_LOOP_BUDGET = [
     # width 16), with weights_early (389 without it); 43.9 us on G = 8 x (1-8 tokens,
     # N = 4096, K = 7168), one tile of 56 K-tiles per CTA (428 instructions and 46.3 us
     # with the first WG decoding 4 words per thread, 1932dbf)
-    ({"tile_n": 256, "tile_m": 32, "narrow": (16,)}, 401),
+    ({"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 3}, 401),
 ]
 
 

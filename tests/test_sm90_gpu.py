@@ -163,7 +163,7 @@ def test_tile_m_96_with_three_decoding_warpgroups(num_sms, split_k):
 
 
 @pytest.mark.parametrize("num_sms", [3, 132])
-@pytest.mark.parametrize("kw", [{"tile_n": 128}, {"tile_n": 128, "split_k": True}, {"tile_n": 256, "tile_m": 32, "narrow": (16,)}],
+@pytest.mark.parametrize("kw", [{"tile_n": 128}, {"tile_n": 128, "split_k": True}, {"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 3}],
                          ids=["tile_n128", "tile_n128_split_k", "decode"])
 def test_weights_early(kw, num_sms):
     """weights_early (the next K-tile's weights loaded, and the stage released, in the first

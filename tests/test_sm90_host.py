@@ -371,7 +371,8 @@ def test_scale_selectors_pick_the_chunk_blocks():
         ({"tile_n": 256, "stages": 3, "mma_depth": 2}, False),  # 128 + 96 + 16 > 232
         ({"tile_n": 192, "stages": 3, "mma_depth": 2}, False),  # 64 + 96 + 16 > 160 (3 WGs)
         ({"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 2}, True),
-        ({"mma_depth": 3}, False),
+        ({"mma_depth": 3}, True),  # 3 groups in flight on the same 4 fragments
+        ({"mma_depth": 4}, False),  # the group's fragment could still be read
         ({"mma_depth": 0}, False),
     ],
 )
@@ -475,20 +476,20 @@ def test_decode_tile_config():
 
 def test_two_wgmma_groups_in_flight_where_the_registers_allow():
     """make_sm90_config leaves two wgmma groups in flight (4 A fragments) on whole tiles
-    where they fit: tile_n 128 and the decode tile, not the 128-token tiles of 256 or 192,
-    nor split tiles (measured no faster). Every K-tile's
+    where they fit: tile_n 128 and the decode tile (which asks for three), not the
+    128-token tiles of 256 or 192, nor split tiles (measured no faster). Every K-tile's
     groups cycle through the fragments whole, and the ring's publish group is after the
     last token store and at or after mma_depth (its wait_group then retired the K-tile
     before: the ring's order argument)."""
     depth = {n: sm90_config.make_sm90_config(n).mma_depth for n in (128, 192, 256)}
     assert depth == {128: 2, 192: 1, 256: 1}
-    assert sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE).mma_depth == 2
+    assert sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE).mma_depth == 3
     assert sm90_config.make_sm90_config(128, mma_depth=1).mma_depth == 1
     assert sm90_config.make_sm90_config(128, split_k=True).mma_depth == 1
     for kw in ({}, {"tile_n": 256, "stages": 3}, {"tile_n": 192, "stages": 3},
                {"tile_n": 256, **sm90_config.SM90_DECODE_TILE}):
-        for d in (1, 2):
-            cfg = sm90_config.Sm90Config(**kw, mma_depth=d)
+        for d in (1, 2, 3):
+            cfg = sm90_config.Sm90Config(**{**kw, "mma_depth": d})
             groups = 4 * cfg.blocks
             assert cfg.a_fragments > d and groups % cfg.a_fragments == 0
             for rows in cfg.widths:
