@@ -1383,6 +1383,12 @@ def benchmark_report(results: list[dict], roof: Roofline, sol: str = "ratio") ->
     return {"text": "\n".join(lines), "headers": headers, "rows": rows, "summary": summary}
 
 
+def _plot_label(case: str) -> str:
+    """A bar group's label, one field a line so that neighbours never overlap: G, then N
+    and K (a case label's last two fields; its M list is in the table)."""
+    return "\n".join([case.split(" ")[0], *case.split(" ")[-2:]])
+
+
 def write_report(
     out_dir: Path,
     results: list[dict],
@@ -1415,10 +1421,10 @@ def write_report(
     ok = [r for r in results if "mean" in r]
     if not ok:
         return
-    labels = [r["case"].split(" M=")[0] + "\n" + r["case"].split(" ", 2)[-1] for r in ok]
+    labels = [_plot_label(r["case"]) for r in ok]
     x = range(len(ok))
     width = 0.27
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = plt.subplots(figsize=(max(10.0, 0.95 * len(ok)), 5))
     ax.bar([i - width for i in x], [r["mean"] / 1e3 for r in ok], width, label="measured (mean)")
     ax.bar(
         list(x),

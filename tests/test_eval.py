@@ -138,6 +138,15 @@ def test_human_mode_benchmark_table_and_report(tmp_path):
     assert (tmp_path / "benchmark.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plot_labels_are_one_field_a_line():
+    """The report's bar labels: G, N, K on lines of their own (a long M list or range
+    stays in the table), so that eleven cases side by side do not overlap."""
+    args = {"m": list(range(1, 33)), "n": [7168] * 32, "k": [2048] * 32, "g": 32}
+    assert harness._plot_label(harness._short_spec(args)) == "G=32\nN=7168\nK=2048"
+    args = {"m": [40, 200], "n": [512, 256], "k": [512, 768], "g": 2}
+    assert harness._plot_label(harness._short_spec(args)) == "G=2\nN=256/512\nK=512/768"
+
+
 def test_dense_fp16_baselines_time_exact_operands():
     """The cuBLAS fp16 baselines (run here on the CPU): per group always, stacked only where
     every group has the same N and K; their operands are the exact dequantized values."""

@@ -252,3 +252,24 @@ def test_human_mode_stub_failures_and_traceback(stub_dir):
     assert proc.returncode == 112
     assert "Traceback" in proc.stderr and "rejected by the stub" in proc.stderr
     assert proc.stdout.startswith("1 test on")
+
+
+def test_bench_rounds_logs_each_collection_with_its_generation():
+    """tools/bench_rounds.py names the garbage collections that ran in a timed round (a
+    full one over torch's and the DSL's import-time objects is what stalls a round):
+    GcLog must record a forced full collection as generation 2 with its duration, once."""
+    import gc
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import bench_rounds
+
+    log = bench_rounds.GcLog()
+    gc.callbacks.append(log)
+    try:
+        log.take()
+        gc.collect()
+    finally:
+        gc.callbacks.remove(log)
+    events = log.take()
+    assert [g for g, _ in events] == [2] and events[0][1] >= 0
+    assert log.take() == []

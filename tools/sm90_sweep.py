@@ -11,8 +11,10 @@ result against the exact reference once. For config experiments on the H200:
 torch.profiler over one round of the 15 calls), so that host-bound shapes show as such.
 
 --no-decode times the kernels with the FP4 decode taken out (decode_e2m1_word passes its
-word and scale through as the four f16x2 values): the results are wrong and not checked,
-the time is what the kernel costs without its integer-pipe decode.
+word and scale through as the four f16x2 values): the results are wrong and not checked.
+Without weights_early the time was what the kernel costs without its integer-pipe decode;
+with it (tile_n 128 and the decode tile since b3f6497) the pass-through ran slower than
+the real decode (docs/performance.md, "Regimes"), so there it bounds nothing.
 """
 
 import argparse
