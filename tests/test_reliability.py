@@ -47,6 +47,15 @@ def test_new_sizes_sequence_reports_the_collectors_share(stubbed_runner):
     assert set(r["gc"]) <= {"gen0", "gen1", "gen2"}
 
 
+def test_new_sizes_sequence_at_decode_sizes(stubbed_runner):
+    """The decode-step sequence (G = 64, M 1..8) runs on the stubbed kernel and reports its
+    order statistics in order."""
+    from tools.host_overhead import new_sizes_sequence
+
+    r = new_sizes_sequence(10, n=256, k=512, g=64, m_range=(1, 8))
+    assert 0 < r["median_us"] <= r["p99_us"] <= r["max_us"]
+
+
 def test_import_without_the_dsl_and_compute_exactly():
     code = (
         "import sys; sys.modules['cutlass'] = None\n"

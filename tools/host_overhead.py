@@ -11,7 +11,8 @@ stubbed out, which measures the wrapper alone.
 mixture-of-experts layer whose M per expert changes every call): validation, the config
 choice (which models every candidate's schedule), the schedule, descriptors and launch.
 --new-sizes-sequence N times N such calls on inputs made one per call and reports the mean
-with the garbage collector's share (see new_sizes_sequence).
+with the garbage collector's share (see new_sizes_sequence), at G = 8 and at a decode
+step's G = 64 x 1..8 tokens.
 """
 
 import argparse
@@ -193,20 +194,22 @@ def new_sizes_us(calls: int = 40, seed: int = 0, n: int = 4096, k: int = 512) ->
     return first_calls_us(sets[1:])
 
 
-def new_sizes_sequence(calls: int, seed: int = 0, n: int = 4096, k: int = 512) -> dict:
+def new_sizes_sequence(calls: int, seed: int = 0, n: int = 4096, k: int = 512, g: int = 8,
+                       m_range: tuple[int, int] = (16, 256)) -> dict:
     """Host time of `calls` calls with new sizes each, as a mixture-of-experts layer makes
-    them: G = 8, M random in 16..256, each call's inputs made just before it (outside the
-    timed region) and dropped after it, as a model's activations are. Unlike
+    them: G groups, M random in m_range, each call's inputs made just before it (outside
+    the timed region) and dropped after it, as a model's activations are. Unlike
     new_sizes_us's median over inputs made up front, the mean here includes the garbage
     collector's share: its collections run inside whichever call allocates past a
-    threshold, and a full one walks every object of the process. Reports the mean,
-    median, 99th percentile and worst call, and the collections of each generation with
-    the time they took, during the timed calls."""
+    threshold, and a full one walks every object of the process (about 286,000 tracked
+    after importing torch and the CuTe DSL). Reports the mean, median, 99th percentile and
+    worst call, and the collections of each generation with the time they took, during
+    the timed calls."""
     rng = random.Random(seed)
 
     def make(i):
-        return reference.generate_input(m=[rng.randint(16, 256) for _ in range(8)], n=[n] * 8,
-                                        k=[k] * 8, g=8, seed=seed + i)
+        return reference.generate_input(m=[rng.randint(*m_range) for _ in range(g)], n=[n] * g,
+                                        k=[k] * g, g=g, seed=seed + i)
 
     submission.custom_kernel(make(0))  # compile and first-call set-up outside the figure
     gen = {}
@@ -300,9 +303,12 @@ def main() -> int:
             results.append({"case": name, "new_sizes_us": us})
             print(f"{name:<32} host us per call: {us:.0f} (median of 39)")
     if args.new_sizes_sequence:
-        for n, k in ((4096, 512), (4096, 7168)):
-            r = new_sizes_sequence(args.new_sizes_sequence, n=n, k=k)
-            name = f"G=8 N={n} K={k} new sizes, sequence"
+        # the benchmark shapes' N with K 512 and 7168 (G = 8, M 16..256), and a decode step
+        # (G = 64, M 1..8: tools/regime_specs.txt's last decode case)
+        sequences = [(8, (16, 256), 4096, 512), (8, (16, 256), 4096, 7168), (64, (1, 8), 2048, 2048)]
+        for g, m_range, n, k in sequences:
+            r = new_sizes_sequence(args.new_sizes_sequence, n=n, k=k, g=g, m_range=m_range)
+            name = f"G={g} M {m_range[0]}..{m_range[1]} N={n} K={k} new sizes"
             results.append({"case": name, **r})
             collections = ", ".join(f"{g} {v['collections']} in {v['ms']:.1f} ms" for g, v in r["gc"].items())
             print(f"{name:<32} host us per call over {args.new_sizes_sequence}: mean {r['mean_us']:.0f}, median "
