@@ -1,8 +1,9 @@
 """What the Hopper config choice costs the host for problem sizes never seen (CPU only):
 per submission.py given, the CPU time of choose_sm90_config per problem (schedule memo
 cleared, best of 5 rounds) and how many candidates it models, on seeded problems of the
-four benchmark shapes' N and K with random M (1 .. 400) at 2, 8 and 16 groups, and on
-tools/host_overhead.py's --new-sizes set (G = 8, M 16 .. 256, N 4096, K 512).
+four benchmark shapes' N and K with random M (1 .. 400) at 2, 8 and 16 groups, on
+tools/host_overhead.py's --new-sizes set (G = 8, M 16 .. 256, N 4096, K 512), and on
+decode steps (the regime cases' G = 8 / 32 / 64, N and K, M 1 .. 8).
 
     python tools/chooser_cost.py build/old/submission.py submission.py
 
@@ -31,6 +32,9 @@ def problem_sets() -> dict:
             for g in (2, 8, 16)}
     rng = random.Random(0)
     sets["G=8 K=512"] = [[(rng.randint(16, 256), 4096, 512, 1) for _ in range(8)] for _ in range(32)]
+    # decode steps: tools/regime_specs.txt's three decode cases' G, N and K, M random in 1..8
+    for g, n, k in ((8, 4096, 7168), (32, 2048, 7168), (64, 2048, 2048)):
+        sets[f"decode G={g}"] = [[(rng.randint(1, 8), n, k, 1) for _ in range(g)] for _ in range(8)]
     return sets
 
 
