@@ -812,15 +812,14 @@ class Sm90Fp4GroupedGemm:
         its chunks -> the ring buffer tok_w: per word and P index one store of the chunks'
         P values (16 bytes of 4 chunks: half the stores of 2 chunks x 4 words, a quarter of
         1 x 4)."""
-        trow, group, wpt, live, _, q0, chunks = tok
-        if cutlass.const_expr(live is None):
-            self._store_token_words(storage, tok_w, trow, group, wpt, q0, chunks, packed, scales, words)
-        elif live:
-            self._store_token_words(storage, tok_w, trow, group, wpt, q0, chunks, packed, scales, words)
+        if cutlass.const_expr(tok.live is None):
+            self._store_token_words(storage, tok_w, tok, packed, scales, words)
+        elif tok.live:
+            self._store_token_words(storage, tok_w, tok, packed, scales, words)
 
     @cute.jit
-    def _store_token_words(self, storage, tok_w, trow, group, wpt: int, q0, chunks: int, packed, scales,
-                           words):
+    def _store_token_words(self, storage, tok_w, tok, packed, scales, words):
+        trow, group, wpt, _, _, q0, chunks = tok
         base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
         if cutlass.const_expr(chunks < 4):
             base = base + 4 * q0  # the chunks' place in each 16-byte slot

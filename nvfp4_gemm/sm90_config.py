@@ -191,9 +191,7 @@ def sm90_token_decoders(cfg: Sm90Config, rows: int) -> int:
     first two WGs (3 WGs at 128 tokens, one or two words each) or, where even those are
     too many, 4 x tile_m threads (one word of 4 chunks each)."""
     threads = cfg.consumer_threads
-    if sm90_token_chunks(rows, threads) < 4:
-        return threads
-    if (4 * cfg.tile_m) % threads == 0:
+    if sm90_token_chunks(rows, threads) < 4 or (4 * cfg.tile_m) % threads == 0:
         return threads
     return min(SM90_DECODER_THREADS, 4 * cfg.tile_m)
 
