@@ -94,13 +94,14 @@ def main() -> int:
     if args.shapes:
         cases = [cases[int(i)] for i in args.shapes.split(",")]
     tag = f"[{args.module}] " if args.module else ""
+    chooser = S.choose_sm90_config
     for spec in args.specs or [""]:
         cfg = parse(S, spec) if spec != "auto" else None
         if cfg is not None and not S.sm90_config_is_legal(cfg):
             print(f"{tag}{spec or 'default'}: illegal {cfg}")
             continue
-        if cfg is not None:  # "auto": the submission's own choice per shape
-            S.choose_sm90_config = lambda sizes, num_sms=0, cfg=cfg: cfg
+        # "auto": the submission's own choice per shape, also after a spec that forced one
+        S.choose_sm90_config = chooser if cfg is None else lambda sizes, num_sms=0, cfg=cfg: cfg
         S._runners.clear()
         S._last_runner = None
         times, kernel = [], []
