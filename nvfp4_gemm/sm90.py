@@ -550,23 +550,16 @@ class Sm90Fp4GroupedGemm:
                 mma = self._tiled_mma(rows)
                 sT_p = cute.local_tile(sT, (rows, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0))
             operands = self.mma_operands(mma, sT_p, tidx, rows)
-            args = (rows, tidx, mma, *operands, storage, ab_pipeline, tok_pipeline, mSizes,
-                    mPtrs, mUnits, tmaps_ptr, split, span[-1] - 1)
-            if cutlass.const_expr(self.cfg.overlap_tiles):
-                states = self.consume_phase(span[p], span[p + 1], states, args)
-            else:
-                for u in cutlass.range(span[p], span[p + 1], unroll=1):
-                    states = self.consume_tile(u, *args, states, None, False)[:3]
+            for u in cutlass.range(span[p], span[p + 1], unroll=1):
+                states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
+                                           ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
+                                           mUnits, tmaps_ptr, split, span[-1] - 1)
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
 
     @cute.jit
     def mma_operands(self, tiled_mma, sT, tidx, tokens: int):
-        """This thread's wgmma operands for tiles of `tokens` (static) token columns. Every
-        wgmma accumulates: a tile zeroes its accumulators first. (Set here, before the unit
-        loops: a value the MMA atom holds, set inside one loop, could not be used in the
-        next.)"""
-        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        """This thread's wgmma operands for tiles of `tokens` (static) token columns."""
         thr_mma = tiled_mma.get_slice(tidx)
         # (MMA, MMA_N, MMA_K, halves x buffers): tokens from smem
         tCrT = tiled_mma.make_fragment_B(thr_mma.partition_B(sT))
@@ -583,53 +576,13 @@ class Sm90Fp4GroupedGemm:
         return tCrT, tCrW, tCrW32, tCcC, acc
 
     @cute.jit
-    def consume_phase(self, first, end, states, args):
-        """Units first .. end - 1 of a phase (overlap_tiles), each but the last priming its
-        successor: its last K-tile decodes the next unit's first tokens into the ring and
-        loads its first weights, so that only the phase's first unit has a prologue. The
-        loops of 0 or 1 trips stand for "if the phase is not empty": they carry the states
-        and the weight registers as the DSL carries a loop's values."""
-        rows, tidx, storage, ab_pipeline, tok_pipeline, mUnits = args[0], args[1], args[8], args[9], args[10], args[13]
-        ahead, tok_w, tok_r = states
-        nonempty = Int32(first < end)
-        # placeholders of the weight registers' types, replaced before any use
-        wm = [[[cutlass.Uint32(0)] * 4 for _ in range(2)] for _ in range(self.blocks)]
-        sc = [[[cutlass.Uint32(0)] * 2 for _ in range(2)] for _ in range(self.blocks)]
-        for u in cutlass.range(first, first + nonempty, unroll=1):
-            ahead, tok_w, wm, sc = self.tile_prologue(
-                storage, ab_pipeline, tok_pipeline, ahead, tok_w,
-                self.token_share(tidx, rows, mUnits[1, u]), self.weight_share(tidx, mUnits[2, u]))
-        for u in cutlass.range(first, end - 1, unroll=1):
-            ahead, tok_w, tok_r, wm, sc = self.consume_tile(u, *args, (ahead, tok_w, tok_r), (wm, sc), True)
-        for u in cutlass.range(end - nonempty, end, unroll=1):
-            ahead, tok_w, tok_r, wm, sc = self.consume_tile(u, *args, (ahead, tok_w, tok_r), (wm, sc), False)
-        return ahead, tok_w, tok_r
-
-    @cute.jit
-    def tile_prologue(self, storage, ab_pipeline, tok_pipeline, ahead, tok_w, tok, wgt):
-        """A tile's first K-tile's tokens (decoded into ring buffer tok_w and published)
-        and weights (this thread's, into registers), before any wgmma of the tile."""
-        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
-        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
-        self.publish_tokens(tok_pipeline, tok_w)
-        tok_w.advance()
-        wm, sc = self.load_weights(storage, ahead, wgt)
-        self.release_stage(ab_pipeline, ahead)
-        ahead.advance()
-        return ahead, tok_w, wm, sc
-
-    @cute.jit
     def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
-                     storage, ab_pipeline, tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr,
-                     split, last_u, states, primed, prime_next: bool):
+                     storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
+                     split, last_u):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
         epilogue (or, split-K, its partial sums); last_u is the CTA's last unit, whose C
-        the epilogue stores without the TMA (store_box_vectors). `primed`: None (static),
-        or the first K-tile's weight registers (wm, sc) that the previous unit's last
-        K-tile loaded, its tokens already in the ring; with prime_next (static) the last
-        K-tile does the same for unit u + 1. Returns the pipeline states and the next
-        unit's weight registers (wm, sc) (the last K-tile's own where not prime_next): reassigned
-        by the caller, that is what makes the DSL carry them through its loop (a mutation
+        the epilogue stores without the TMA (store_box_vectors). Returns the pipeline states: reassigned by
+        the caller, that is what makes the DSL carry them through its loop (a mutation
         inside a call is not seen there)."""
         g = mUnits[0, u]
         tm = mUnits[1, u]
@@ -642,27 +595,26 @@ class Sm90Fp4GroupedGemm:
         ahead, tok_w, tok_r = states
         for a in acc:
             a.fill(0.0)
-        if cutlass.const_expr(primed is None):
-            ahead, tok_w, wm, sc = self.tile_prologue(storage, ab_pipeline, tok_pipeline, ahead, tok_w, tok, wgt)
-        else:
-            wm, sc = primed
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        # the first K-tile's tokens and weights, before any wgmma of the tile
+        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
+        self.publish_tokens(tok_pipeline, tok_w)
+        tok_w.advance()
+        wm, sc = self.load_weights(storage, ahead, wgt)
+        self.release_stage(ab_pipeline, ahead)
+        ahead.advance()
         for _kt in cutlass.range(k_tiles - 1, unroll=1):
             ahead, tok_w, tok_r, wm, sc = self.k_tile(
                 True, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
                 ahead, tok_w, tok_r, tok, wgt, wm, sc,
             )
-        if cutlass.const_expr(prime_next):
-            tok, wgt = self.token_share(tidx, rows, mUnits[1, u + 1]), self.weight_share(tidx, mUnits[2, u + 1])
         ahead, tok_w, tok_r, wm, sc = self.k_tile(
-            prime_next, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
+            False, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
             ahead, tok_w, tok_r, tok, wgt, wm, sc,
         )
         cute.nvgpu.warpgroup.wait_group(0)
         last = u == last_u
-        # the ring buffer after the one the last K-tile read: tok_r, which is tok_w unless
-        # that K-tile wrote the next unit's tokens (tok_w where no tile does: the PTX the
-        # configs without overlap_tiles were timed with)
-        ring_state = tok_r if cutlass.const_expr(self.cfg.overlap_tiles) else tok_w
         if cutlass.const_expr(self.cfg.split_k):
             # split-K: both sides of a slot use the same thread -> accumulator map
             role = mUnits[5, u]
@@ -670,23 +622,21 @@ class Sm90Fp4GroupedGemm:
                 self.store_partial(acc, split, mUnits[6, u], tidx, rows)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                ring_state, last, (split, mUnits[7, u]))
+                                tok_w, last, (split, mUnits[7, u]))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, ring_state, last)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, ring_state, last)
-        return ahead, tok_w, tok_r, wm, sc
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
+        return ahead, tok_w, tok_r
 
     @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   ring_state, last, fixup=None):
+                   tok_w, last, fixup=None):
         """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
         the previous piece's slot and adds it on the way. With ring_staging, block 0 of
-        each WG is staged in ring buffer ring_state - 1, the one the tile's last K-tile
-        read (free once every consumer thread is past its wait_group(0): the barrier; the
-        next tile's tokens, where overlap_tiles wrote them already, are in ring_state), and block 1
-        in the WG's own box, so that block 1 never waits for block 0's store to read the
-        box."""
+        each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
+        its wait_group(0): the barrier) and block 1 in the WG's own box, so that block 1
+        never waits for block 0's store to read the box."""
         desc_c = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES) + 2 * SM90_DESC_BYTES
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
         base = None
@@ -703,7 +653,7 @@ class Sm90Fp4GroupedGemm:
         boxes = [own_box]
         if cutlass.const_expr(self.ring_staging):
             cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
-            ring = storage.sDecT.data_ptr().toint() + ((ring_state.index + 2) % self.token_buffers) * self.tbuf_bytes
+            ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
             boxes = [ring + (tidx // 128) * self.cfg.c_stage_bytes, own_box]
         else:
             cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)

@@ -71,11 +71,6 @@ class Sm90Config:
     # the loads' latency hides behind a whole K-tile, the stage is free a K-tile earlier,
     # and both K-tiles' weights are live at once (sm90_consumer_registers)
     weights_early: bool = False
-    # a tile's last K-tile also decodes the first tokens and loads the first weights of the
-    # CTA's next tile of the same phase, as every other K-tile does for its successor, so
-    # that the next tile's first wgmmas wait for no prologue after the epilogue
-    # (Sm90Fp4GroupedGemm.consume_phase)
-    overlap_tiles: bool = False
 
     @property
     def consumer_wgs(self) -> int:

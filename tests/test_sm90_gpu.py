@@ -179,26 +179,3 @@ def test_weights_early(kw, num_sms):
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
     assert runner.run(data, submission.validate_inputs(data), cfg) is not None
     _check_outputs(data)
-
-
-@pytest.mark.parametrize("num_sms", [3, 132])
-@pytest.mark.parametrize("kw", [{"tile_n": 128}, {"tile_n": 128, "split_k": True}, {"tile_n": 256},
-                                {"tile_n": 256, "split_k": True}, {"tile_n": 192, "split_k": True},
-                                {"tile_n": 256, **{"tile_m": 32, "narrow": (16,), "mma_depth": 3}}],
-                         ids=["tile_n128", "tile_n128_split_k", "tile_n256", "tile_n256_split_k",
-                              "tile_n192_split_k", "decode"])
-def test_overlap_tiles(kw, num_sms):
-    """overlap_tiles (a tile's last K-tile decodes the next unit's first tokens and loads
-    its first weights) on every width, whole and split (PARTIAL and FIXUP units prime and
-    are primed alike), forced through a runner: on 3 CTAs each walks many units of every
-    phase, phases of one unit and empty ones among them; on 132 most run one. Every E2M1
-    code, NaN in the scale padding."""
-    _require_sm90()
-    import submission
-
-    cfg = submission.make_sm90_config(**kw, overlap_tiles=True)
-    assert submission.sm90_config_is_legal(cfg) and cfg.overlap_tiles
-    data = _make(TILE_M32 if cfg.tile_m == 32 else TILE_M96)
-    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
-    _check_outputs(data)
