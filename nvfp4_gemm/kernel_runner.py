@@ -58,7 +58,10 @@ class KernelBackend:
     schedule(sizes, config, num_sms) -> HostSchedule, where the kernel walks per-CTA work
     units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule");
     self_check: whether the runner checks a config's first launch on each problem size
-    against the exact path (NVFP4_GEMM_SELF_CHECK=1 / 0 overrides it).
+    against the exact path (NVFP4_GEMM_SELF_CHECK=1 / 0 overrides it);
+    size_class(sizes) -> sizes: the representative of the sizes' class, for which
+    choose_config, can_implement and schedule give what they give every member; the
+    runner makes one choice and one schedule per class (None: each sizes its own class).
     """
 
     name: str
@@ -72,6 +75,7 @@ class KernelBackend:
     # check each (config, sizes)'s first launch against the exact path (GroupedGemmRunner.run)
     self_check: bool = False
     needs_aligned_c: bool = False  # C only through TMA stores (GroupedProblem.c_misaligned)
+    size_class: Callable | None = None
 
 
 @dataclasses.dataclass
@@ -103,9 +107,8 @@ class HostSchedule:
 
 @dataclasses.dataclass
 class TileSchedule:
-    """Device copy of a HostSchedule's tables and of the sizes, per (sizes, config)."""
+    """Device copy of a HostSchedule's tables, per (size class, config)."""
 
-    sizes: torch.Tensor  # (G, 4) int32
     tables: dict  # name -> (rows, fields) int32 device tensor
     host: HostSchedule  # the grid, the tile count and the split-K scratch sizes (no rows)
 
@@ -136,6 +139,7 @@ class PointerTable:
     """
 
     ptrs: torch.Tensor  # (G, 5) int64: a, b, sfa_reordered, sfb_reordered, c
+    sizes: torch.Tensor  # (G, 4) int32: the groups' own sizes, which the kernel reads
     tensormaps: torch.Tensor  # (G, num_desc, 16) int64, written once by the init kernel
     launch: Callable[[], None]
     scratch: SplitKScratch | None = None
@@ -198,9 +202,10 @@ class GroupedGemmRunner:
 
     Caches, all bounded LRU:
       compiled:  config -> CompiledKernels (one per config, whatever the group count)
-      plans:     sizes -> (config, None) or (None, reason); the config choice can model the
-                 schedule (milliseconds of Python), so it runs once per problem sizes
-      schedules: (sizes, config) -> TileSchedule
+      plans:     size class -> (config, None) or (None, reason); the config choice can
+                 model the schedule (milliseconds of Python), so it runs once per class of
+                 problem sizes (KernelBackend.size_class)
+      schedules: (size class, config) -> TileSchedule
       pointers:  (config, sizes, pointers) -> PointerTable (descriptors built once)
       calls:     ids of the call's tensors and its sizes -> CallEntry
       layouts:   address, dtype, shape and strides of the call's tensors, and its sizes ->
@@ -374,11 +379,16 @@ class GroupedGemmRunner:
             return None, f"the kernel stores C by TMA only ({problem.c_misaligned})"
         if not sizes:
             return None, "every group is empty"
+        key = self.size_class(sizes)
         with self._lock:
-            config, reason = self.plans.get_or_create(sizes, lambda: self._plan(sizes))
+            config, reason = self.plans.get_or_create(key, lambda: self._plan(key))
         if config in self.rejected:
             return None, f"{config} {self.rejected[config]}"
         return config, reason
+
+    def size_class(self, sizes: tuple) -> tuple:
+        """The sizes a config choice and schedule are made for (KernelBackend.size_class)."""
+        return sizes if self.backend.size_class is None else self.backend.size_class(sizes)
 
     def _plan(self, sizes):
         config = self.backend.choose_config(sizes, self.num_sms)
@@ -402,12 +412,13 @@ class GroupedGemmRunner:
         ptrs = group_pointers(data, problem.sizes)
         check = self.self_check and (config, sizes) not in self.checked
         compiled = self.compiled.get_or_create(config, lambda: b.compile(config))
+        key = self.size_class(sizes)
         sched = self.schedules.get_or_create(
-            (sizes, config), lambda: self._make_schedule(sizes, config, problem.device)
+            (key, config), lambda: self._make_schedule(key, config, problem.device)
         )
         table = self.pointers.get_or_create(
             (config, sizes, ptrs),
-            lambda: self._make_table(config, compiled, sched, ptrs, problem.device),
+            lambda: self._make_table(config, compiled, sched, ptrs, sizes, problem.device),
         )
         try:
             table.launch()
@@ -447,24 +458,24 @@ class GroupedGemmRunner:
         host = self.host_schedule(sizes, config)
         tables = {name: to_device_async(int32_rows(rows), device)
                   for name, rows in host.tables.items()}
-        sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
         # the host rows are not kept: uploaded, they are only garbage for the collector to walk
-        return TileSchedule(sizes_dev, tables, dataclasses.replace(host, tables={}))
+        return TileSchedule(tables, dataclasses.replace(host, tables={}))
 
-    def _make_table(self, config, compiled, sched, ptrs, device) -> PointerTable:
+    def _make_table(self, config, compiled, sched, ptrs, sizes, device) -> PointerTable:
         ptr_dev = to_device_async(torch.tensor(ptrs, dtype=torch.int64), device)
+        sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
         # 128-byte descriptors must be 64-byte aligned; torch allocations are 256-byte aligned.
         # The init kernel writes every byte of them.
         tensormaps = torch.empty((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
-        compiled.init(ptr_dev, sched.sizes, tensormaps)
+        compiled.init(ptr_dev, sizes_dev, tensormaps)
         scratch = None
         if sched.host.num_flags:
             scratch = SplitKScratch(
                 torch.empty(sched.host.workspace_floats, dtype=torch.float32, device=device),
                 torch.zeros(sched.host.num_flags, dtype=torch.int32, device=device),
             )
-        table = PointerTable(ptr_dev, tensormaps, None, scratch, sched)
-        table.launch = compiled.prepare(sched.sizes, ptr_dev, tensormaps, sched, scratch)
+        table = PointerTable(ptr_dev, sizes_dev, tensormaps, None, scratch, sched)
+        table.launch = compiled.prepare(sizes_dev, ptr_dev, tensormaps, sched, scratch)
         return table
 
     def _remember_call(self, key, data, table) -> None:

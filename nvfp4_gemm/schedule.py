@@ -81,24 +81,49 @@ def split_tiles_by_width(
 def phased_tile_runs(
     sizes: Sequence[Sequence[int]], tile_n: int, widths: Sequence[int]
 ) -> list[list[list[tuple[int, int, int]]]]:
-    """Per phase, its runs of tiles (tile_runs at tile_m = widths[0]) in schedule order:
-    every tile of a run uses the same rows, so it has one phase, and a stable partition of
-    the runs by phase keeps each phase in schedule order."""
+    """Per phase (split_tiles_by_width's, at tile_m = widths[0]), its runs of tiles in
+    schedule order: one run per group that has tiles in the phase, its tiles N column by N
+    column with a column's M tiles adjacent (CTAs running together share the column's
+    weight rows in L2); the runs by descending K, ties in group order.
+
+    A tile's cost in a phase is its K-tiles at the phase's cost per K-tile: the wgmma runs
+    at the phase's width and every token row of the tile is decoded whatever M is, so the
+    rows a tile uses play no part in the order. The schedule thus depends on M only through
+    each group's tile count and its last tile's phase (size_class)."""
+    tile_m = widths[0]
     phases = [[] for _ in widths]
-    for rows, tiles in tile_runs(sizes, widths[0], tile_n):
-        phases[width_phase(widths, rows)].append(tiles)
-    return phases
+    for g, (m, n, k, _) in enumerate(sizes):
+        m_tiles, n_tiles = ceil_div(m, tile_m), ceil_div(n, tile_n)
+        if not m_tiles or not n_tiles:
+            continue
+        last = width_phase(widths, m - (m_tiles - 1) * tile_m)
+        full = m_tiles if last == 0 else m_tiles - 1
+        if full:
+            phases[0].append((-k, g, [(g, tm, tn) for tn in range(n_tiles) for tm in range(full)]))
+        if last:
+            phases[last].append((-k, g, [(g, m_tiles - 1, tn) for tn in range(n_tiles)]))
+    return [[tiles for _, _, tiles in sorted(ph, key=lambda run: run[:2])] for ph in phases]
 
 
 def phased_tile_schedule(
     sizes: Sequence[Sequence[int]], tile_n: int, widths: Sequence[int]
 ) -> tuple[list[tuple[int, int, int]], tuple[int, ...]]:
-    """split_tiles_by_width(build_tile_schedule(sizes, widths[0], tile_n), sizes, widths),
-    run by run (phased_tile_runs). The config choice builds this for every candidate of a
-    new problem."""
+    """(schedule, tiles per phase): phased_tile_runs concatenated, phase 0 first. With CTA i
+    taking entries i, i + P, ... each phase continues the previous one's round robin. The
+    config choice builds this for every candidate of a new problem."""
     phases = phased_tile_runs(sizes, tile_n, widths)
     return ([t for ph in phases for tiles in ph for t in tiles],
             tuple(sum(map(len, ph)) for ph in phases))
+
+
+def size_class(sizes: Sequence[Sequence[int]], quantum: int) -> tuple[tuple[int, int, int, int], ...]:
+    """sizes with every M rounded up to a multiple of `quantum`. Where every tile height and
+    phase width a kernel offers is a multiple of quantum, a group's tile count and its last
+    tile's phase are the same at M and at the rounded M, so both sizes get the same phased
+    schedule and the same modeled costs: a config choice and schedule made for the class
+    serve every member (GroupedGemmRunner.plan). A decode step's 1-8 tokens per group are
+    one class at quantum 16."""
+    return tuple((-(-m // quantum) * quantum, n, k, l) for m, n, k, l in sizes)
 
 
 def phase_of_rows(phase_sizes: Sequence[int]) -> list[int]:

@@ -54,6 +54,7 @@ from .sm90_config import (
     sm90_scale_selector,
     sm90_scale_word_offset,
     sm90_schedule,
+    sm90_size_class,
     sm90_token_chunks,
     sm90_token_decoders,
     sm90_token_lane,
@@ -1081,4 +1082,5 @@ def sm90_backend() -> KernelBackend:
         compile=compile_sm90,
         num_desc=SM90_NUM_DESC,
         schedule=sm90_schedule,
+        size_class=sm90_size_class,
     )

@@ -22,6 +22,7 @@ from .schedule import (
     phased_tile_runs,
     phased_tile_schedule,
     round_robin_units,
+    size_class,
     tiles_per_group,
     width_phase,
 )
@@ -679,6 +680,23 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
         if sm90_may_beat(sizes, configs[i], num_sms, best[0]):
             best = min(best, (sm90_makespan_us(sizes, configs[i], num_sms), i))
     return configs[best[1]]
+
+
+@functools.cache
+def sm90_m_quantum() -> int:
+    """The gcd of every tile height and phase width the chooser offers (16): M rounded up
+    to a multiple of it keeps each group's tile count and last tile's phase under every
+    offered config (size_class)."""
+    probe = ((1, 128, 256, 1),)  # any problem: the split configs repeat the whole ones' widths
+    return math.gcd(*(w for cfg in sm90_offered_configs(probe, 1) for w in cfg.widths))
+
+
+def sm90_size_class(sizes: Sequence[Sequence[int]]) -> tuple:
+    """The class of a Hopper problem's sizes (size_class at sm90_m_quantum): choose_sm90_config
+    and sm90_schedule give every member the config and schedule they give the class, so a
+    mixture-of-experts step whose token counts change within their multiples of 16 reuses
+    the last step's (GroupedGemmRunner.plan)."""
+    return size_class(sizes, sm90_m_quantum())
 
 
 def sm90_offered_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[Sm90Config]:

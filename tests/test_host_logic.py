@@ -53,11 +53,23 @@ def _tile_by_tile_schedule(sizes, tile_m, tile_n):
     return [(g, tm, tn) for _, g, tm, tn in tiles]
 
 
+def _tile_by_tile_phased(sizes, tile_n, widths):
+    """phased_tile_schedule's definition, one tile at a time: every tile in its phase
+    (width_phase of the rows it uses), sorted by phase, descending K, group, N column, M
+    tile."""
+    tile_m = widths[0]
+    tiles = sorted((schedule.width_phase(widths, min(tile_m, m - tm * tile_m)), -k, g, tn, tm)
+                   for g, (m, n, k, _) in enumerate(sizes)
+                   for tn in range(ceil_div(n, tile_n)) for tm in range(ceil_div(m, tile_m)))
+    return [(g, tm, tn) for _, _, g, tn, tm in tiles], tuple(
+        sum(1 for t in tiles if t[0] == p) for p in range(len(widths)))
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_tile_runs_give_the_tile_by_tile_order(seed):
     """build_tile_schedule and phased_tile_schedule sort runs of tiles, not tiles: the same
-    order as the tile-by-tile stable sort (K > 0), and the same phases as
-    split_tiles_by_width, on problems with equal keys across groups (K x rows)."""
+    order as their tile-by-tile definitions (K > 0), on problems with equal keys across
+    groups; the phases are split_tiles_by_width's."""
     rng = random.Random(seed)
     sizes = [(rng.choice([0, 1, 64, 96, 128, 129, 192, 200, 256, 384, rng.randint(0, 700)]),
               rng.choice([0, 128, 256, 4096, rng.randint(1, 3000)]),
@@ -67,7 +79,10 @@ def test_tile_runs_give_the_tile_by_tile_order(seed):
         rows = build_tile_schedule(sizes, tile_m, tile_n)
         assert rows == _tile_by_tile_schedule(sizes, tile_m, tile_n)
         widths = (96, 64, 32) if tile_m == 96 else rng.choice([(128, 96, 64), (128, 64), (128,)])
-        assert schedule.phased_tile_schedule(sizes, tile_n, widths) == split_tiles_by_width(rows, sizes, widths)
+        phased, counts = schedule.phased_tile_schedule(sizes, tile_n, widths)
+        assert (phased, counts) == _tile_by_tile_phased(sizes, tile_n, widths)
+        assert split_tiles_by_width(phased, sizes, widths) == (phased, counts)
+        assert sorted(phased) == sorted(rows)
 
 
 def test_schedule_m1_and_empty_groups():

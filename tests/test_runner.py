@@ -22,6 +22,7 @@ from nvfp4_gemm import (
     kernel_runner,
     schedule,
     sm90,
+    sm90_config,
     sm100,
     torch_paths,
 )
@@ -39,6 +40,7 @@ class StubKernel:
         self.can = can
         self.data_by_ptrs = {}
         self.corrupt = None  # (group, row, col): one wrong element after the launch
+        self.init_sizes = []  # the sizes table of each descriptor build
 
     def backend(self):
         return KernelBackend(
@@ -59,6 +61,7 @@ class StubKernel:
 
         def init(ptrs, sizes, tensormaps):
             self.inits += 1
+            self.init_sizes.append(sizes.tolist())
             tensormaps.fill_(7)  # stands for the descriptors
 
         def prepare(sizes, ptrs, tensormaps, sched, grid):
@@ -509,6 +512,26 @@ def test_config_choice_runs_once_per_problem_sizes(stub):
     assert stub.choices == 1 and stub.inits == 3
     dispatch.custom_kernel(stub.register(_data(4, m=(64,), n=(256,), k=(256,))))
     assert stub.choices == 2 and len(stub.runner.plans) == 2
+
+
+def test_sizes_of_one_class_share_the_choice_and_schedule_not_the_sizes(stub):
+    """With the Hopper backend's size classes (M rounded up to 16), a decode step whose
+    token counts change within their class chooses and schedules once; each call's table
+    carries its own sizes, which the kernel reads (its descriptors, its M bounds)."""
+    stub.runner.backend = dataclasses.replace(stub.runner.backend, size_class=sm90_config.sm90_size_class)
+    ms = [(3, 7), (8, 1), (16, 16)]
+    for seed, m in enumerate(ms):
+        data = stub.register(_data(seed, m=m, n=(128, 256), k=(256, 512)))
+        expected = _expected(data)
+        out = dispatch.custom_kernel(data)
+        assert all(torch.equal(o, e) for o, e in zip(out, expected))
+    assert stub.choices == 1 and len(stub.runner.plans) == 1 and len(stub.runner.schedules) == 1
+    assert stub.init_sizes == [[[a, 128, 256, 1], [b, 256, 512, 1]] for a, b in ms]
+    # another class: 17 tokens, or an empty group (the kernel sees the non-empty ones)
+    for seed, m in ((5, (17, 7)), (6, (5, 0))):
+        dispatch.custom_kernel(stub.register(_data(seed, m=m, n=(128, 256), k=(256, 512))))
+    assert stub.choices == 3 and len(stub.runner.schedules) == 3
+    assert stub.init_sizes[-1] == [[5, 128, 256, 1]]
 
 
 def _checking(stub, monkeypatch):

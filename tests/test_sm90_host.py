@@ -3,6 +3,7 @@ kernel's inline PTX does it), the K permutation it implies, configs and legality
 
 import collections
 import dataclasses
+import random
 import sys
 from pathlib import Path
 
@@ -652,15 +653,56 @@ def test_split_at_128_only_for_one_wave_problems_and_by_balanced_units():
     ws = sm90_config.sm90_work_schedule(one, cfg, 132)
     # balanced_units: each of the 72 full tiles split once, the narrow ones whole
     assert ws.num_slots == 72 and len(ws.ctas) <= 132
-    rows = schedule.build_tile_schedule(one, 128, 128)
-    rows, phase_sizes = schedule.split_tiles_by_width(rows, one, cfg.widths)
+    rows, phase_sizes = schedule.phased_tile_schedule(one, 128, cfg.widths)
     assert ws == schedule.balanced_units(rows, phase_sizes, [32, 32], 132,
                                   [sm90_config.SM90_BALANCE_KTILE_US[w] for w in cfg.widths],
                                   sm90_config.SM90_BALANCE_UNIT_US, sm90_config.SM90_BALANCE_FIXUP_US)
     # many waves at 128 (a test or a forced config): K-range pieces as before
     assert sm90_config.sm90_work_schedule(many, cfg, 132) == schedule.k_range_units(
-        *schedule.split_tiles_by_width(schedule.build_tile_schedule(many, 128, 128), many, cfg.widths),
-        [56] * 8, 132, *sm90_config.sm90_cost_model(cfg))
+        *schedule.phased_tile_schedule(many, 128, cfg.widths), [56] * 8, 132, *sm90_config.sm90_cost_model(cfg))
+
+
+def _class_corpus():
+    """Problems whose groups' M vary within and across multiples of 16: decode steps (1-8
+    tokens), mixture-of-experts projections, prefill, the task's shapes."""
+    from tests.cases import task_cases
+
+    rng = random.Random(2026)
+    corpus = [[(m, n, k, 1) for m, n, k in zip(c.m, c.n, c.k)] for c in task_cases("benchmarks") + task_cases("tests")]
+    for _ in range(150):
+        n, k = rng.choice([256, 512, 2048, 4096, 7168]), rng.choice([256, 512, 2048, 7168])
+        draw = rng.choice([lambda: rng.randint(1, 8), lambda: rng.randint(1, 300),
+                           lambda: rng.randint(0, 2100), lambda: 16 * rng.randint(1, 20)])
+        corpus.append([(draw(), n if rng.random() < 0.8 else 384, k if rng.random() < 0.8 else 1024, 1)
+                       for _ in range(rng.choice([1, 2, 3, 8, 32, 64]))])
+    return [tuple(s for s in sizes if s[0]) for sizes in corpus if any(s[0] for s in sizes)]
+
+
+@pytest.mark.parametrize("num_sms", [132, 11])
+def test_a_size_class_gets_the_config_and_schedule_of_its_members(num_sms):
+    """What the runner's plan and schedule caches rely on (KernelBackend.size_class): M
+    rounded up to a multiple of 16 gives the same config and the same work units, and so
+    does M anywhere else in its class (the top of it, a random member)."""
+    rng = random.Random(num_sms)
+    for sizes in _class_corpus():
+        cls = sm90_config.sm90_size_class(sizes)
+        member = tuple((max(1, m - rng.randrange(16)), n, k, l) for m, n, k, l in cls)
+        assert sm90_config.sm90_size_class(member) == cls
+        cfg = sm90_config.choose_sm90_config(sizes, num_sms)
+        for other in (cls, member):
+            assert sm90_config.choose_sm90_config(other, num_sms) == cfg, (sizes, other)
+            assert sm90_config.sm90_schedule(other, cfg, num_sms) == sm90_config.sm90_schedule(sizes, cfg, num_sms)
+
+
+def test_size_classes_are_multiples_of_16_and_split_where_tiles_or_phases_change():
+    assert sm90_config.sm90_m_quantum() == 16
+    assert sm90_config.sm90_size_class(((1, 2048, 2048, 1), (8, 2048, 2048, 1))) == ((16, 2048, 2048, 1),) * 2
+    assert sm90_config.sm90_size_class(((0, 256, 256, 1), (17, 256, 256, 1), (129, 512, 256, 1))) == (
+        (0, 256, 256, 1), (32, 256, 256, 1), (144, 512, 256, 1))
+    # 16 and 17 tokens: one 32-token tile either way, but at width 16 and 32
+    decode = sm90_config.make_sm90_config(256, **sm90_config.SM90_DECODE_TILE)
+    phases = [schedule.phased_tile_schedule([(m, 256, 256, 1)], 256, decode.widths)[1] for m in (16, 17)]
+    assert phases == [(0, 1), (1, 0)]
 
 
 @pytest.mark.parametrize("tile_m", [128, 96])
@@ -704,8 +746,6 @@ def test_work_schedules_are_memoized_but_follow_the_cost_constants(monkeypatch):
 
 def _bound_corpus():
     """The benchmarks and tests, and seeded problems of mixed M (1 .. 1000) on 1-16 groups."""
-    import random
-
     from tests.cases import task_cases
 
     rng = random.Random(7)
