@@ -175,7 +175,7 @@ def custom_kernel(data: input_t) -> output_t:
         if out.__class__ is list:
             return out
         miss = out
-    problem = validate_inputs(data)
+    problem = validate_inputs(data, None if miss is None else miss.fields)
     path = select_path(problem.device)
     if path in _BACKENDS:
         out = _run_kernel_path(data, problem, path, miss)

@@ -4,8 +4,10 @@ ValueError that names the group and the field."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from collections.abc import Sequence
+from itertools import chain
 
 import torch
 
@@ -72,10 +74,63 @@ def _check_tensor(g, field, t, dtypes, shape, device) -> None:
         _fail(g, field, f"on {t.device}, but group 0's 'a' is on {device}; mixed devices")
 
 
-def validate_inputs(data) -> GroupedProblem:
-    """Check a call's data against its problem_sizes; raise ValueError naming group and field.
+def tensor_fields(data) -> list | None:
+    """(address, dtype, shape, strides) of every tensor the kernels touch, in the order
+    a, b, c of each group, then sfa, sfb of each group; None where data is not made of
+    tensors with storage. Reading 5 x G tensors' metadata is most of the cost of both a
+    layout key (GroupedGemmRunner.layout_key) and validation, so a call that needs both
+    reads it once."""
+    try:
+        abc, _, sfr, _ = data
+        return [(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)]
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
 
-    The CPU copies of the scales (data[1]) are not read by any path and are not checked.
+
+@functools.lru_cache(maxsize=256)
+def _scale_layout(rows: int, k: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return _blocked_scale_shape(rows, k), _blocked_scale_strides(rows, k)
+
+
+def _plain_group(size, abc, sfr, fields, device):
+    """((M, N, K, L), dense, c_aligned) of a group whose fields need no message: Python int
+    sizes within the rules and five tensors on `device` of the expected dtypes and shapes
+    (`fields`: their tensor_fields entries); `dense` and `c_aligned` as _layout_issue and the
+    C alignment test decide. None for anything else, which the per-field checks then take
+    (they accept a superset of this, numpy integer sizes for one, and raise the message)."""
+    if type(size) not in (tuple, list) or len(size) != 4:
+        return None
+    m, n, k, l = size
+    if not (type(m) is int and type(n) is int and type(k) is int and type(l) is int and l == 1
+            and m >= 0 and n >= 0 and k > 0 and k % SF_VEC_SIZE == 0):
+        return None
+    if type(abc) not in (tuple, list) or len(abc) != 3 or type(sfr) not in (tuple, list) or len(sfr) != 2:
+        return None
+    for t in chain(abc, sfr):
+        if not isinstance(t, torch.Tensor) or t.device != device:
+            return None
+    (pa, da, sa, ta), (pb, db, sb, tb), (pc, dc, sc, tc), (psa, dsa, ssa, tsa), (psb, dsb, ssb, tsb) = fields
+    kh = k // 2
+    sfa_shape, sfa_strides = _scale_layout(m, k)
+    sfb_shape, sfb_strides = _scale_layout(n, k)
+    if not (da in _FP4_DTYPES and db in _FP4_DTYPES and dc == torch.float16
+            and dsa == torch.float8_e4m3fn and dsb == torch.float8_e4m3fn):
+        return None
+    if sa != (m, kh, l) or sb != (n, kh, l) or sc != (m, n, l) or ssa != sfa_shape or ssb != sfb_shape:
+        return None
+    dense = (ta[:2] == (kh, 1) and tb[:2] == (kh, 1) and tc[:2] == (n, 1) and tsa[:5] == sfa_strides
+             and tsb[:5] == sfb_strides and not (pa % 16 or pb % 16 or psa % 16 or psb % 16))
+    return (m, n, k, l), dense, pc % 16 == 0
+
+
+def validate_inputs(data, fields: list | None = None) -> GroupedProblem:
+    """Check a call's data against its problem_sizes; raise ValueError naming group and field.
+    `fields`: tensor_fields(data) where the caller has read them in this same call.
+
+    A group of plain Python int sizes and tensors as expected passes one test over its
+    fields (_plain_group); any other group goes through the per-field checks, which say
+    what is wrong. The CPU copies of the scales (data[1]) are not read by any path and are
+    not checked.
     """
     if not isinstance(data, (tuple, list)) or len(data) != 4:
         raise ValueError("data must be (abc_tensors, sfasfb_tensors, sfasfb_reordered, sizes)")
@@ -94,9 +149,26 @@ def validate_inputs(data) -> GroupedProblem:
         )
     first = abc_tensors[0][0] if isinstance(abc_tensors[0], (tuple, list)) and abc_tensors[0] else None
     device = first.device if isinstance(first, torch.Tensor) else None
+    if fields is None:
+        fields = tensor_fields(data)
+    if fields is not None and len(fields) != 5 * num_groups:
+        fields = None  # not 3 + 2 tensors a group: the per-field checks say where
     sizes = []
     layout_issue = c_misaligned = ""
     for g in range(num_groups):
+        plain = None
+        if fields is not None:
+            group_fields = (*fields[3 * g:3 * g + 3], *fields[3 * num_groups + 2 * g:3 * num_groups + 2 * g + 2])
+            plain = _plain_group(problem_sizes[g], abc_tensors[g], sf_reordered[g], group_fields, device)
+        if plain is not None:
+            size, dense, c_aligned = plain
+            if not dense and not layout_issue:
+                a, b, c = abc_tensors[g]
+                layout_issue = _layout_issue(g, a, b, c, *sf_reordered[g], *size[:3])
+            if not c_aligned and not c_misaligned:
+                c_misaligned = f"group {g}: c starts at {fields[3 * g + 2][0] % 16} bytes past a 16-byte boundary"
+            sizes.append(size)
+            continue
         m, n, k, l = _check_sizes(g, problem_sizes[g])
         if not isinstance(abc_tensors[g], (tuple, list)) or len(abc_tensors[g]) != 3:
             _fail(g, "abc_tensors", "expected an (a, b, c) tuple")

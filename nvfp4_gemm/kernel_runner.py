@@ -18,7 +18,7 @@ import torch
 from .binding import KernelLaunchError, int32_rows, to_device_async
 from .caches import HashedLruCache, LruCache
 from .common import warn_once
-from .inputs import GroupedProblem
+from .inputs import GroupedProblem, tensor_fields
 from .schedule import build_tile_schedule, persistent_grid
 from .torch_paths import first_mismatch, run_torch_exact
 
@@ -191,8 +191,9 @@ class RepeatedCall(NamedTuple):
 
 class LayoutMiss(NamedTuple):
     """What a call that missed both fast paths has read already: its tensors' layout fields
-    (GroupedGemmRunner.layout_fields), for the slow path to store its layout key without
-    reading 5 x G tensors' metadata again. Made and used within one call, on its own data."""
+    (GroupedGemmRunner.layout_fields), for validation and the slow path's layout key, so
+    that neither reads 5 x G tensors' metadata again. Made and used within one call, on its
+    own data."""
 
     fields: list
 
@@ -303,16 +304,9 @@ class GroupedGemmRunner:
             self._repeat = RepeatedCall(len(abc), tuple(abc), tuple(sfr), tuple(sizes), entry)
         self._last_hit = entry
 
-    @staticmethod
-    def layout_fields(data) -> list | None:
-        """(address, dtype, shape, strides) of every tensor the kernel touches, in call_key's
-        order; None where data is not made of tensors with storage. Reading 5 x G tensors'
-        metadata is most of a layout key's cost."""
-        try:
-            abc, _, sfr, _ = data
-            return [(t.data_ptr(), t.dtype, t.shape, t.stride()) for t in chain(*abc, *sfr)]
-        except (AttributeError, TypeError, ValueError, RuntimeError):
-            return None
+    # (address, dtype, shape, strides) of the 5 x G tensors (inputs.tensor_fields): most of a
+    # layout key's cost, read once a call and shared with validation (LayoutMiss)
+    layout_fields = staticmethod(tensor_fields)
 
     @staticmethod
     def layout_key(data, stored: bool = False, fields: list | None = None) -> tuple | None:

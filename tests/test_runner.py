@@ -29,6 +29,7 @@ from nvfp4_gemm import (
 from nvfp4_gemm.kernel_runner import CompiledKernels, GroupedGemmRunner, KernelBackend
 
 _EXACT = torch_paths.run_torch_exact  # the stub's "GEMM", unaffected by tests that wrap the path
+_FIELDS = inputs.tensor_fields  # and its reads of the tensors, unaffected by tests that count them
 
 
 class StubKernel:
@@ -69,7 +70,7 @@ class StubKernel:
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
-                _EXACT(data, inputs.validate_inputs(data))
+                _EXACT(data, inputs.validate_inputs(data, _FIELDS(data)))
                 if self.corrupt is not None:
                     g, row, col = self.corrupt
                     data[0][g][2][row, col, 0] += 1.0
@@ -232,12 +233,15 @@ def test_new_tensor_objects_same_pointers_reuse_descriptors(stub, monkeypatch):
 
 def test_a_call_on_new_pointers_reads_its_tensors_layout_once(stub, monkeypatch):
     """The layout lookup's fields (address, dtype, shape, strides of 5 x G tensors) are
-    carried to the slow path, which stores its layout key from them instead of reading
-    every tensor again; the stored key is the one a later call over that memory looks up."""
+    carried to validation and the slow path, which stores its layout key from them instead
+    of reading every tensor again; the stored key is the one a later call over that memory
+    looks up."""
     dispatch.custom_kernel(stub.register(_data(61)))  # a runner for the fast paths
     reads = []
     fields_of = GroupedGemmRunner.layout_fields
-    monkeypatch.setattr(GroupedGemmRunner, "layout_fields", staticmethod(lambda d: reads.append(1) or fields_of(d)))
+    counted = staticmethod(lambda d: reads.append(1) or fields_of(d))
+    monkeypatch.setattr(GroupedGemmRunner, "layout_fields", counted)
+    monkeypatch.setattr(inputs, "tensor_fields", counted)
     data = stub.register(_data(62))
     dispatch.custom_kernel(data)
     assert len(reads) == 1

@@ -186,3 +186,70 @@ def test_strided_operand_names_group_and_field():
     strided_a = wide[:, :128].view(torch.float4_e2m1fn_x2)
     problem = inputs.validate_inputs(_replace(d, 0, "a", strided_a))
     assert problem.layout_issue.startswith("group 0: a has strides (256, 1, ")
+
+
+def _variants():
+    """Calls for test_the_plain_pass_decides_as_the_per_field_checks: valid ones (dense,
+    strided, misaligned, numpy and list sizes, an empty group) and one of each kind of bad
+    field, in group 1 of 3 and in group 0."""
+    d = _data(m=(64, 96, 0), n=(128, 256, 128), k=(256, 512, 256))
+    a, b, c = d[0][1]
+    sfa, sfb = d[2][1]
+    wide = torch.zeros((96, 512, 1), dtype=torch.uint8)
+    yield "valid", d
+    yield "strided a", _replace(d, 1, "a", wide[:, :256].view(torch.float4_e2m1fn_x2))
+    yield "misaligned sfb", _replace(d, 1, "sfb_reordered", _offset_copy(sfb, 2))
+    flat = torch.zeros(c.numel() + 1, dtype=c.dtype)
+    yield "misaligned c", _replace(d, 1, "c", flat[1:].view(c.shape))
+    yield "sizes as lists", (d[0], d[1], d[2], [list(s) for s in d[3]])
+    np = pytest.importorskip("numpy")
+    yield "numpy sizes", _with_sizes(d, 1, tuple(np.int64(v) for v in d[3][1]))
+    for g in (0, 1):
+        m, n, k, _ = d[3][g]
+        for size in ((m, n, k, 2), (m, n, k + 8, 1), (m, n, k, True), (m, n, k), (m, n, float(k), 1),
+                     (m, n, 2 * k, 1), (-1, n, k, 1)):
+            yield f"group {g} sizes {size}", _with_sizes(d, g, size)
+        ga, gb, gc = d[0][g]
+        gsfa, gsfb = d[2][g]
+        yield f"group {g} a as int8", _replace(d, g, "a", ga.view(torch.int8))
+        yield f"group {g} c as float", _replace(d, g, "c", gc.float())
+        yield f"group {g} sfb as uint8", _replace(d, g, "sfb_reordered", gsfb.view(torch.uint8))
+        yield f"group {g} short sfa", _replace(d, g, "sfa_reordered", gsfa[:, :, :, :, :1])
+        yield f"group {g} b a list", _replace(d, g, "b", [1, 2])
+        yield f"group {g} sfa row-major", _replace(d, g, "sfa_reordered", gsfa.contiguous())
+        yield f"group {g} sfb row-major", _replace(d, g, "sfb_reordered", gsfb.contiguous())
+        yield f"group {g} c strided", _replace(d, g, "c", torch.zeros((m, 2 * n, 1), dtype=gc.dtype)[:, :n])
+        yield f"group {g} c on meta", _replace(d, g, "c", torch.empty(gc.shape, dtype=gc.dtype, device="meta"))
+        short = list(d[0])
+        short[g] = short[g][:2]
+        yield f"group {g} abc of two", (short, d[1], d[2], d[3])
+        long_sf = list(d[2])
+        long_sf[g] = (*long_sf[g], gsfa)
+        yield f"group {g} three scales", (d[0], d[1], long_sf, d[3])
+
+
+def _outcome(data):
+    try:
+        return inputs.validate_inputs(data)
+    except ValueError as e:
+        return f"ValueError: {e}"
+
+
+def test_the_plain_pass_decides_as_the_per_field_checks(monkeypatch):
+    """validate_inputs' one-test pass over plain groups (_plain_group) gives the problem,
+    layout issue and C note that the per-field checks give, and leaves every error to them:
+    each variant's outcome is the same with the plain pass and with it turned off. The pass
+    must take the plain groups, or it saves nothing."""
+    variants = list(_variants())
+    plain_calls = []
+    plain_group = inputs._plain_group
+    monkeypatch.setattr(inputs, "_plain_group", lambda *a: plain_calls.append(r := plain_group(*a)) or r)
+    with_pass = {name: _outcome(data) for name, data in variants}
+    assert sum(r is not None for r in plain_calls) >= 3 * 5  # every group of the valid variants
+    monkeypatch.setattr(inputs, "_plain_group", lambda *a: None)
+    without = {name: _outcome(data) for name, data in variants}
+    for name, _ in variants:
+        assert with_pass[name] == without[name], name
+    assert isinstance(with_pass["valid"], inputs.GroupedProblem) and with_pass["valid"].kernel_layout
+    assert with_pass["misaligned c"].c_misaligned and with_pass["strided a"].layout_issue
+    assert with_pass["group 1 c as float"].startswith("ValueError: group 1: field 'c': dtype")
