@@ -15,7 +15,8 @@ token counts (M random in LO..HI) change every step while the expert weights (B 
 scales) stay, called back to back with one event pair around them (DecodeSteps; a fresh
 sequence for every timing). The figure per step is
 what a model's layer waits for: the host's work for sizes it may never have seen plus the
-kernel.
+kernel. Without a GPU the launches are stubbed (tools/host_overhead.py's install_stub),
+the results are not checked, and the steps time the host's work alone (device = host).
 """
 
 import argparse
@@ -36,6 +37,7 @@ import torch  # noqa: E402
 import eval as ev  # noqa: E402
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
+from tools.host_overhead import install_stub  # noqa: E402
 
 STEPS = 24
 
@@ -97,19 +99,26 @@ def time_steps(mod, steps) -> tuple[float, float, float]:
     def on_gc(phase, _info):
         collecting.append((phase, time.perf_counter()))
 
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     gc.callbacks.append(on_gc)
     t0 = time.perf_counter()
-    start.record()
+    if cuda:
+        start.record()
     for data in steps:
         mod.custom_kernel(data)
-    end.record()
+    if cuda:
+        end.record()
     host = time.perf_counter() - t0
     gc.callbacks.remove(on_gc)
-    torch.cuda.synchronize()
+    device = host
+    if cuda:
+        torch.cuda.synchronize()
+        device = start.elapsed_time(end) / 1e3
     gc_s = sum(t1 - t0 for (_, t0), (_, t1) in zip(collecting[::2], collecting[1::2]))
-    return tuple(x * 1e6 / len(steps) for x in (start.elapsed_time(end) / 1e3, host, gc_s))
+    return tuple(x * 1e6 / len(steps) for x in (device, host, gc_s))
 
 
 def main() -> int:
@@ -128,6 +137,13 @@ def main() -> int:
     ap.add_argument("--steps", action="append", default=[], metavar="G,N,K,LO,HI")
     args = ap.parse_args()
     mods = {"old": load(args.old, "old_submission"), "new": load(args.new, "new_submission")}
+    if not torch.cuda.is_available():
+        if args.shapes != "none":
+            ap.error(
+                "without a GPU only --steps can be timed (launches stubbed): pass --shapes none"
+            )
+        for mod in mods.values():
+            install_stub(mod)
     order = ["new", "old", "old", "new"] * args.rounds
 
     if args.spec_file:
@@ -140,7 +156,10 @@ def main() -> int:
         cases = [cases[int(i)] for i in args.shapes.split(",")]
 
     ratios = []
-    print(f"{torch.cuda.get_device_name()}; old {args.old}, new {args.new}")
+    where = (
+        torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU, launches stubbed"
+    )
+    print(f"{where}; old {args.old}, new {args.new}")
     for i, case in enumerate(cases):
         data_list = ev._benchmark_inputs(ev.TestCase(dict(case), ""))
         ok = {name: checked(mod, data_list[0]) for name, mod in mods.items()}
@@ -169,13 +188,19 @@ def main() -> int:
     for spec in args.steps:
         g, n, k, lo, hi = map(int, spec.split(","))
         steps = DecodeSteps(g, n, k, lo, hi)
-        ok = {name: checked(mod, steps.step()) for name, mod in mods.items()}
+        checks = torch.cuda.is_available()  # a stubbed launch computes nothing
+        ok = {
+            name: checked(mod, steps.step()) if checks else mod.custom_kernel(steps.step()) and True
+            for name, mod in mods.items()
+        }
         for mod in mods.values():  # configs compiled, first-use costs paid, outside the figures
             time_steps(mod, steps.sequence())
         times = {name: [] for name in mods}
         for name in order:  # a sequence of new sizes for every timing
             times[name].append(time_steps(mods[name], steps.sequence()))
-        verdict = "ok" if all(ok.values()) else f"MISMATCH {ok}"
+        verdict = (
+            ("ok" if all(ok.values()) else f"MISMATCH {ok}") if checks else "not checked (stubbed)"
+        )
         med = {
             name: [statistics.median(t[i] for t in times[name]) for i in range(3)] for name in mods
         }
@@ -183,7 +208,9 @@ def main() -> int:
             f"decode steps G={g} N={n} K={k} M {lo}-{hi}, new sizes every step, us per step "
             f"(device / host / gc in host): old {' / '.join(f'{x:.0f}' for x in med['old'])}, "
             f"new {' / '.join(f'{x:.0f}' for x in med['new'])}, device new/old "
-            f"{med['new'][0] / med['old'][0]:.3f} {verdict}"
+            f"{med['new'][0] / med['old'][0]:.3f}  [device: old "
+            f"{' '.join(f'{t[0]:.0f}' for t in times['old'])}; new "
+            f"{' '.join(f'{t[0]:.0f}' for t in times['new'])}] {verdict}"
         )
     return 0
 
