@@ -13,15 +13,14 @@ rounds per file and new / old.
 --steps G,N,K,LO,HI adds a mixture-of-experts decode sequence: 24 steps of G groups whose
 token counts (M random in LO..HI) change every step while the expert weights (B and its
 scales) stay, called back to back with one event pair around them (DecodeSteps; a fresh
-sequence for every timing). The figure per step is
-what a model's layer waits for: the host's work for sizes it may never have seen plus the
-kernel. Without a GPU the launches are stubbed (tools/host_overhead.py's install_stub),
-the results are not checked, and the steps time the host's work alone (device = host).
+sequence for every timing). The figure per step is what a model's layer waits for: the
+host's work for sizes it may never have seen plus the kernel. Without a GPU the launches
+are stubbed (tools/host_ab.load, tools/host_overhead.install_stub), the results are not
+checked, and the steps time the host's work alone (device = host).
 """
 
 import argparse
 import gc
-import importlib.util
 import math
 import random
 import statistics
@@ -37,17 +36,9 @@ import torch  # noqa: E402
 import eval as ev  # noqa: E402
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
-from tools.host_overhead import install_stub  # noqa: E402
+from tools.host_ab import load  # noqa: E402
 
 STEPS = 24
-
-
-def load(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def checked(mod, data) -> bool:
@@ -137,13 +128,8 @@ def main() -> int:
     ap.add_argument("--steps", action="append", default=[], metavar="G,N,K,LO,HI")
     args = ap.parse_args()
     mods = {"old": load(args.old, "old_submission"), "new": load(args.new, "new_submission")}
-    if not torch.cuda.is_available():
-        if args.shapes != "none":
-            ap.error(
-                "without a GPU only --steps can be timed (launches stubbed): pass --shapes none"
-            )
-        for mod in mods.values():
-            install_stub(mod)
+    if not torch.cuda.is_available() and args.shapes != "none":  # load stubbed the launches
+        ap.error("without a GPU only --steps can be timed (launches stubbed): pass --shapes none")
     order = ["new", "old", "old", "new"] * args.rounds
 
     if args.spec_file:
