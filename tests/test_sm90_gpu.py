@@ -179,3 +179,40 @@ def test_weights_early(kw, num_sms):
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
     assert runner.run(data, submission.validate_inputs(data), cfg) is not None
     _check_outputs(data)
+
+
+# Two members of one size class (every M rounds up to the same multiple of 16): their last
+# tiles use other rows of the same phases, and the tile counts are equal
+CLASS_MEMBERS = (
+    Case("class-a", (3, 17, 97, 129, 290), (256, 200, 384, 4096, 512), (512, 256, 768, 2048, 512),
+         full_range=True, poison=True),
+    Case("class-b", (16, 30, 112, 140, 300), (256, 200, 384, 4096, 512), (512, 256, 768, 2048, 512),
+         seed=5, full_range=True, poison=True),
+)
+
+
+@pytest.mark.parametrize("num_sms", [3, 132])
+@pytest.mark.parametrize("kw", [None, {"tile_n": 256, "tile_m": 32, "narrow": (16,)},
+                                {"tile_n": 192, "tile_m": 96, "narrow": (64, 32), "split_k": True}],
+                         ids=["chosen", "decode", "tile_m96_split_k"])
+def test_members_of_a_size_class_share_the_plan_and_schedule(kw, num_sms):
+    """Two problems of one size class through one runner: the second reuses the first's
+    config and schedule (built for the class's sizes), with its own sizes in its pointer
+    table, and both match the exact reference; chosen by the runner, and forced to the
+    decode tile and to 96-row split pieces."""
+    _require_sm90()
+    import submission
+
+    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+    sizes = [tuple((m, n, k, 1) for m, n, k in zip(c.m, c.n, c.k)) for c in CLASS_MEMBERS]
+    assert sizes[0] != sizes[1] and runner.size_class(sizes[0]) == runner.size_class(sizes[1])
+    forced = None if kw is None else submission.make_sm90_config(**kw)
+    for case in CLASS_MEMBERS:
+        data = _make(case)
+        problem = submission.validate_inputs(data)
+        config = forced if forced is not None else runner.plan(problem)[0]
+        assert config is not None and submission.sm90_config_is_legal(config)
+        assert runner.run(data, problem, config) is not None
+        _check_outputs(data)
+    assert len(runner.schedules) == 1 and len(runner.pointers) == 2
+    assert runner.plans.hits == (1 if forced is None else 0)
