@@ -41,7 +41,6 @@ from .sm90_config import (
     SM90_FIXUP_BATCH,
     SM90_NUM_DESC,
     SM90_PACKED_K_TILE,
-    SM90_TOKEN_WARP_THREADS,
     SM90_WEIGHT_ROWS_PER_BLOCK,
     Sm90Config,
     choose_sm90_config,
@@ -343,7 +342,7 @@ class Sm90Fp4GroupedGemm:
                 cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
             sC: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.wgs * self.cfg.c_boxes * self.cfg.c_stage_bytes], 1024
+                cute.struct.MemRange[cutlass.Uint8, self.wgs * self.cfg.c_stage_bytes], 1024
             ]
             sPkA: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 1024
@@ -391,26 +390,23 @@ class Sm90Fp4GroupedGemm:
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        # packed stages: TMA -> consumers (and token warps); every one of their threads
-        # arrives on the empty barrier after its own reads of the stage (release_stage)
+        # packed stages: TMA -> consumers; every consumer thread arrives on the empty
+        # barrier after its own reads of the stage (release_stage)
         ab_pipeline = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mbar.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.stage_consumers),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
             tx_count=self.tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
-        # decoded token ring: every decoding thread (consumer, or token warp) arrives on a
-        # buffer's full barrier once its share is stored, and every consumer waits on it;
-        # its empty barriers go unused where the consumers decode (the ring's order
-        # argument is in the class docstring), and with token warps every consumer thread
-        # arrives there once the wgmmas that read the buffer are retired (free_tokens)
-        token_writers = SM90_TOKEN_WARP_THREADS if self.cfg.token_warps else self.cfg.consumer_threads
+        # decoded token ring: every consumer thread arrives on a buffer's full barrier once
+        # its share is stored, and every one waits on it; its empty barriers go unused (the
+        # ring's order argument is in the class docstring)
         tok_pipeline = pipeline.PipelineAsync.create(
             barrier_storage=storage.tbar.data_ptr(),
             num_stages=self.token_buffers,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, token_writers),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
         )
         if cutlass.const_expr(self.cfg.pdl):
@@ -438,10 +434,6 @@ class Sm90Fp4GroupedGemm:
             cute.arch.warpgroup_reg_dealloc(producer_regs)
             if warp_idx == self.producer_warp:
                 self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
-            if cutlass.const_expr(self.cfg.token_warps):
-                first = (self.producer_warp + 1) * 32
-                if tidx >= first and tidx < first + SM90_TOKEN_WARP_THREADS:
-                    self.token_decoder(tidx - first, storage, ab_pipeline, tok_pipeline, mUnits, span)
         else:
             cute.arch.warpgroup_reg_alloc(consumer_regs)
             self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
@@ -599,21 +591,17 @@ class Sm90Fp4GroupedGemm:
         m = mSizes[0, g]
         k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
-        tok = None if self.cfg.token_warps else self.token_share(tidx, rows, tm)
+        tok = self.token_share(tidx, rows, tm)
         wgt = self.weight_share(tidx, tn)
         ahead, tok_w, tok_r = states
         for a in acc:
             a.fill(0.0)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-        # the first K-tile's tokens (the token warps' own, with token_warps) and weights,
-        # before any wgmma of the tile
-        if cutlass.const_expr(self.cfg.token_warps):
-            ab_pipeline.consumer_wait(ahead)
-        else:
-            packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
-            self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
-            self.publish_tokens(tok_pipeline, tok_w)
-            tok_w.advance()
+        # the first K-tile's tokens and weights, before any wgmma of the tile
+        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
+        self.publish_tokens(tok_pipeline, tok_w)
+        tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
         self.release_stage(ab_pipeline, ahead)
         ahead.advance()
@@ -662,8 +650,8 @@ class Sm90Fp4GroupedGemm:
         c_addr, n = mPtrs[4, g], mSizes[1, g]
         lead = Int32(tidx % 128 == 0)
         bulk_wait_read(lead)
-        own_box = storage.sC.data_ptr().toint() + (tidx // 128) * (self.cfg.c_boxes * self.cfg.c_stage_bytes)
-        boxes = [own_box + b * self.cfg.c_stage_bytes for b in range(self.cfg.c_boxes)]
+        own_box = storage.sC.data_ptr().toint() + (tidx // 128) * self.cfg.c_stage_bytes
+        boxes = [own_box]
         if cutlass.const_expr(self.ring_staging):
             cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
             ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
@@ -687,7 +675,7 @@ class Sm90Fp4GroupedGemm:
         waits for that store's read at the end of the epilogue, after block 1 is staged
         (wait_group.read 1: all but block 1's store), before any arrival of its on the
         ring's full barriers, so no token store overwrites a box before it is read."""
-        return self.blocks == 2 and not self.cfg.token_warps
+        return self.blocks == 2
 
     # ---------------- split-K: partial sums between CTAs ----------------
     @property
@@ -927,8 +915,6 @@ class Sm90Fp4GroupedGemm:
             # the group that read fragment f (a_fragments groups ago) is done, and every
             # group before the latest mma_depth ones
             cute.nvgpu.warpgroup.wait_group(depth)
-            if cutlass.const_expr(self.cfg.token_warps and g == depth):
-                self.free_tokens(tok_pipeline, tok_r)
             for h in cutlass.range_constexpr(2):
                 p = decode_e2m1_word(wm[b][h][j], sc[b][h][j // 2])
                 for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
@@ -941,13 +927,7 @@ class Sm90Fp4GroupedGemm:
                 cute.gemm(tiled_mma, acc[b], tCrW[f][(None, None, st)],
                           tCrT[(None, None, 2 * (j % 2) + st, j // 2 + 2 * buf)], acc[b])
             cute.nvgpu.warpgroup.commit_group()
-            if cutlass.const_expr(with_next and self.cfg.token_warps):
-                if cutlass.const_expr(g == 0):
-                    ab_pipeline.consumer_wait(ahead)
-                if cutlass.const_expr(g == (0 if self.cfg.weights_early else groups - 1)):
-                    wm_next, sc_next = self.load_weights(storage, ahead, wgt)
-                    self.release_stage(ab_pipeline, ahead)
-            elif cutlass.const_expr(with_next):
+            if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
                     packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
                     if cutlass.const_expr(self.cfg.weights_early):
@@ -967,48 +947,10 @@ class Sm90Fp4GroupedGemm:
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)
                     self.release_stage(ab_pipeline, ahead)
         if cutlass.const_expr(with_next):
-            if cutlass.const_expr(not self.cfg.token_warps):
-                tok_w.advance()
+            tok_w.advance()
             ahead.advance()
         tok_r.advance()
         return ahead, tok_w, tok_r, wm_next, sc_next
-
-    @cute.jit
-    def free_tokens(self, tok_pipeline, tok_r):
-        """With token_warps: the wgmmas of the K-tile before tok_r's are retired (the caller's
-        wait_group, at group mma_depth), so this thread's reads of that ring buffer are
-        done: arrive on its empty barrier. The CTA's first K-tile has none before it. A
-        tile's last buffer is freed in the next tile's first K-tile, so the token warps may
-        fill two buffers of the next tile while this one ends."""
-        if tok_r.count > 0:
-            prev = (tok_r.index + (self.token_buffers - 1)) % self.token_buffers
-            cute.arch.mbarrier_arrive(tok_pipeline.sync_object_empty.get_barrier(prev))
-
-    @cute.jit
-    def token_decoder(self, dtid, storage, ab_pipeline, tok_pipeline, mUnits, span):
-        """With token_warps, the token warps' loop (dtid: 0 .. 63): the same units as the
-        consumers, phase by phase; per K-tile wait for the packed stage, load this thread's
-        words of its token row's 4 chunks and their scales (token_chunks), release the
-        stage, wait for a free ring buffer, then decode, store and publish them as the
-        consumers do without token warps (sm90_token_split over SM90_TOKEN_WARP_THREADS:
-        two words of 4 chunks at 32 rows, one at 16)."""
-        stage = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        tok_w = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.token_buffers)
-        for p in cutlass.range_constexpr(len(self.cfg.widths)):
-            rows = self.cfg.widths[p]
-            _, wpt = sm90_token_split(rows, SM90_TOKEN_WARP_THREADS)
-            trow, group, _ = sm90_token_lane(dtid, rows, SM90_TOKEN_WARP_THREADS)
-            for u in cutlass.range(span[p], span[p + 1], unroll=1):
-                srow = sm90_token_scale_row(trow, mUnits[1, u], self.tile_m)
-                tok = TokenShare(trow, group, wpt, None, srow, 0, 4)
-                for _kt in cutlass.range(mUnits[3, u], mUnits[4, u], unroll=1):
-                    packed, scales = self.token_chunks(storage, ab_pipeline, stage, tok)
-                    self.release_stage(ab_pipeline, stage)
-                    stage.advance()
-                    tok_pipeline.producer_acquire(tok_w)
-                    self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
-                    self.publish_tokens(tok_pipeline, tok_w)
-                    tok_w.advance()
 
     @cute.jit
     def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, last,

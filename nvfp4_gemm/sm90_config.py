@@ -47,11 +47,6 @@ SM90_DECODER_THREADS = 256
 # Registers the producer warpgroup keeps after setmaxnreg.dec (TMA issue only), by the
 # number of consumer warpgroups; the consumers get the rest of the pool (sm90_register_split)
 SM90_PRODUCER_REGISTERS = {2: 40, 3: 32}
-# With token_warps, warps 1 and 2 of the producer warpgroup decode the tokens: 64 threads,
-# each one or two words of all 4 chunks of a token row per K-tile (sm90_token_split at
-# 32 and 16 rows), with registers for a K-tile's packed words, scales and decoded pairs
-SM90_TOKEN_WARP_THREADS = 64
-SM90_TOKEN_WARP_REGISTERS = 72
 # Named barrier of all consumer threads (1 .. 3 are the consumer WGs' own: 1 + WG)
 SM90_CONSUMERS_BARRIER = 4
 
@@ -77,13 +72,6 @@ class Sm90Config:
     # the loads' latency hides behind a whole K-tile, the stage is free a K-tile earlier,
     # and both K-tiles' weights are live at once (sm90_consumer_registers)
     weights_early: bool = False
-    # warps 1 and 2 of the producer warpgroup decode the tokens into the ring (the decode
-    # tile only): the consumers then issue only the weight decode and the wgmmas, wait on
-    # no other consumer warpgroup's token stores, and a tile's first tokens are decoded
-    # during the previous tile's last K-tiles. The ring then has empty barriers (the
-    # consumers arrive once a K-tile's wgmmas are retired), and the epilogue stages every
-    # m64 block in a box of its own (Sm90Fp4GroupedGemm.ring_staging)
-    token_warps: bool = False
 
     @property
     def consumer_wgs(self) -> int:
@@ -138,19 +126,6 @@ class Sm90Config:
         return self.tile_m * SM90_C_ROW_BYTES
 
     @property
-    def c_boxes(self) -> int:
-        """C staging boxes per consumer WG: one, or one per m64 block with token_warps (a
-        two-block tile otherwise stages block 0 in a token-ring buffer, which the token
-        warps may be filling by then)."""
-        return self.blocks if self.token_warps else 1
-
-    @property
-    def stage_consumers(self) -> int:
-        """Threads that arrive on a packed stage's empty barrier: every consumer thread,
-        and the token warps' with token_warps."""
-        return self.consumer_threads + (SM90_TOKEN_WARP_THREADS if self.token_warps else 0)
-
-    @property
     def widths(self) -> tuple[int, ...]:
         """Token rows (wgmma N) of each phase, the full tiles' first."""
         return (self.tile_m, *self.narrow)
@@ -171,7 +146,7 @@ def sm90_decoded_bytes(cfg: Sm90Config) -> int:
 def sm90_fixed_smem_bytes(cfg: Sm90Config) -> int:
     """Everything but the packed stages: the token ring, the epilogue's C staging (one box
     per consumer WG), mbarriers and alignment slack (1 KB for the swizzled buffers)."""
-    return sm90_decoded_bytes(cfg) + cfg.consumer_wgs * cfg.c_boxes * cfg.c_stage_bytes + 3072
+    return sm90_decoded_bytes(cfg) + cfg.consumer_wgs * cfg.c_stage_bytes + 3072
 
 
 def sm90_smem_bytes(cfg: Sm90Config) -> int:
@@ -341,7 +316,6 @@ def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
         and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
         and 1 <= cfg.mma_depth < cfg.a_fragments
-        and (not cfg.token_warps or cfg.tile_m == 32)
     )
 
 
@@ -355,7 +329,7 @@ def sm90_register_split(cfg: Sm90Config) -> tuple[int, int]:
     """(consumer, producer) registers per thread after setmaxnreg. The CTA's pool is threads
     x launch registers, not the SM's 64K (a request beyond it spins forever): 384 x 168 =
     256 x 232 + 128 x 40 with two consumer WGs, 512 x 128 = 384 x 160 + 128 x 32 with three."""
-    producer = SM90_TOKEN_WARP_REGISTERS if cfg.token_warps else SM90_PRODUCER_REGISTERS[cfg.consumer_wgs]
+    producer = SM90_PRODUCER_REGISTERS[cfg.consumer_wgs]
     pool = cfg.threads * sm90_launch_registers(cfg.threads)
     return min(255, (pool - 128 * producer) // cfg.consumer_threads) // 8 * 8, producer
 

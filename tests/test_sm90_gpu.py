@@ -1,7 +1,6 @@
 """The sm_90a kernel through custom_kernel against an independent exact reference
 (rtol = atol = 1e-3), including every E2M1 code and NaN-poisoned scale padding."""
 
-import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -180,26 +179,6 @@ def test_weights_early(kw, num_sms):
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
     assert runner.run(data, submission.validate_inputs(data), cfg) is not None
     _check_outputs(data)
-
-
-@pytest.mark.parametrize("num_sms", [3, 132])
-@pytest.mark.parametrize("kw", [{}, {"weights_early": False}, {"split_k": True}, {"mma_depth": 1}],
-                         ids=["default", "weights_late", "split_k", "depth1"])
-def test_token_warps(kw, num_sms):
-    """The decode tile with token warps (the producer warpgroup's warps 1 and 2 decode the
-    tokens; the consumers free ring buffers through its empty barriers), forced through a
-    runner twice on new inputs, on a grid where CTAs walk many tiles of both phases and on
-    one where most run one; every E2M1 code, NaN in the scale padding."""
-    _require_sm90()
-    import submission
-
-    cfg = submission.make_sm90_config(256, **{**submission.SM90_DECODE_TILE, **kw}, token_warps=True)
-    assert submission.sm90_config_is_legal(cfg) and cfg.token_warps and cfg.c_boxes == 2
-    runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    for seed in (0, 1):
-        data = _make(dataclasses.replace(TILE_M32, seed=seed))
-        assert runner.run(data, submission.validate_inputs(data), cfg) is not None
-        _check_outputs(data)
 
 
 # Two members of one size class (every M rounds up to the same multiple of 16): their last

@@ -18,8 +18,6 @@
    token-width phases.
 8. The decode configs (Hopper: 32-token tiles with a width-16 phase on a 2-CTA grid;
    Blackwell: MMA N = 32 through custom_kernel).
-9. Hopper's decode tile with token warps (the producer warpgroup's warps 1 and 2 decode
-   the tokens; the ring's empty barriers in use), whole and split along K, on 2 CTAs.
 """
 
 import dataclasses
@@ -123,19 +121,9 @@ def case_weights_early():
     return [*out, *decoded], [*expected, *decoded_expected]
 
 
-def case_token_warps():
-    """The decode tile with token warps, whole tiles and K-range pieces (on Blackwell, the
-    small grid)."""
-    if submission.select_path(torch.device("cuda")) != "sm90":
-        return case_small_grid()
-    out, expected = _sm90_decode_tile(10, token_warps=True)
-    split, split_expected = _sm90_decode_tile(11, token_warps=True, split_k=True)
-    return [*out, *split], [*expected, *split_expected]
-
-
-SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96, case_weights_early, case_token_warps)
+SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96, case_weights_early)
 CASES = (case_custom_kernel, case_small_grid, case_one_block, case_k_range, case_three_wgs, case_balanced,
-         case_tile_m_96, case_decode, case_weights_early, case_token_warps)
+         case_tile_m_96, case_decode, case_weights_early)
 chosen = [c for c in CASES if not sys.argv[1:] or c.__name__ in sys.argv[1:]]  # names select cases
 ok = bool(chosen)
 for case in chosen:
