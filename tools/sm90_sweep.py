@@ -15,6 +15,10 @@ word and scale through as the four f16x2 values): the results are wrong and not 
 Without weights_early the time was what the kernel costs without its integer-pipe decode;
 with it (tile_n 128 and the decode tile since b3f6497) the pass-through ran slower than
 the real decode (docs/performance.md, "Regimes"), so there it bounds nothing.
+
+--drain times the memory pipeline alone: the consumers wait for each packed stage and
+release it at once (no decode, no wgmma, no epilogue: C is never written, results are
+not checked), so the time is what the producer's TMA loads of the config's tiles take.
 """
 
 import argparse
@@ -51,6 +55,23 @@ def parse(S, spec: str):
     return make(**kw) if make and "stages" not in kw else S.Sm90Config(**kw)
 
 
+def install_drain(S) -> None:
+    """Replaces the Hopper kernel's consume_tile by a drain of the unit's packed stages."""
+    cute, cutlass = S.cute, S.cutlass
+
+    @cute.jit
+    def drain_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc, storage,
+                   ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr, split, last_u):
+        ahead, tok_w, tok_r = states
+        for _kt in cutlass.range(mUnits[4, u] - mUnits[3, u], unroll=1):
+            ab_pipeline.consumer_wait(ahead)
+            self.release_stage(ab_pipeline, ahead)
+            ahead.advance()
+        return ahead, tok_w, tok_r
+
+    S.Sm90Fp4GroupedGemm.consume_tile = drain_tile
+
+
 def kernel_us_per_call(S, data_list) -> float:
     """Sum of the GEMM kernels' CUDA durations over one round of the calls, per call."""
     import torch
@@ -76,10 +97,13 @@ def main() -> int:
     ap.add_argument("--spec-file", default=None, help="cases from this spec file instead of task.yml's benchmarks")
     ap.add_argument("--shapes", default=None, help="indexes into the cases (default: all)")
     ap.add_argument("--no-decode", action="store_true", help="time without the FP4 decode (wrong results)")
+    ap.add_argument("--drain", action="store_true", help="time the packed-stage loads alone (no results)")
     args = ap.parse_args()
     S = load_submission(args.module)
     if args.no_decode:
         S.decode_e2m1_word = lambda word, scale2, **_: [word, scale2, word, scale2]
+    if args.drain:
+        install_drain(S)
 
     import torch
 
@@ -120,7 +144,8 @@ def main() -> int:
                 kernel.append(kernel_us_per_call(S, data_list))
                 extra = f" (kernel {kernel[-1]:.2f} us)"
             rate = ev.bytes_of(case) / stats.mean  # bytes per ns = GB/s
-            verdict = "not checked (no decode)" if args.no_decode else "ok" if ok else "MISMATCH"
+            verdict = ("not checked (no decode)" if args.no_decode else "not checked (drain)" if args.drain
+                       else "ok" if ok else "MISMATCH")
             print(f"  {tag}{spec or 'default'} {i}: {stats.mean / 1e3:.2f} us{extra} ({rate:.0f} GB/s of "
                   f"operand bytes) {verdict}")
         geo = math.exp(sum(map(math.log, times)) / len(times))
