@@ -37,8 +37,9 @@ before running anything; this one also writes `check: fail` to the descriptor); 
 command line.
 
 The roofline of a case is the larger of its FLOPs / peak and its bytes / bandwidth, both
-measured in the same run: on a GPU the best of a few large fp16 torch.mm and a large device
-copy, on a CPU fp32 torch.mm and a CPU copy. The table says which bound holds.
+measured in the same run: on a GPU the best of a few large fp16 torch.mm and the larger of
+a large device copy's and sum's rate, on a CPU fp32 torch.mm and the same transfers there.
+The table says which bound holds.
 """
 
 from __future__ import annotations
@@ -297,7 +298,7 @@ class Roofline:
 
     tflops: float  # the peak: the best matmul rate seen
     label: str  # what the peak is (dtype, shapes, device)
-    gbps: float  # the bandwidth: bytes read + written per second by a large copy, in GB/s
+    gbps: float  # the bandwidth: the larger of a large copy's and a large sum's rate, in GB/s
     bandwidth_label: str
 
 
@@ -419,19 +420,29 @@ def measure_peak(extra_shapes=()) -> tuple[float, str]:
 
 
 def measure_bandwidth() -> tuple[float, str]:
-    """Bytes read + written per second by a large copy, in GB/s, and its label."""
+    """The memory bandwidth in GB/s and its label: the larger of a large copy's rate (bytes
+    read + written) and a large sum's (bytes read). A GEMM's operand bytes are nearly all
+    read, and reads alone ran 1-3 % faster than the copy on the H200 (python
+    tools/read_bandwidth.py), so the copy alone would be a ceiling that such a kernel
+    could beat."""
     if torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()
-        size = min(GPU_COPY_BYTES, free // 4)
+        size = min(GPU_COPY_BYTES, free // 4) // 8 * 8
         src = torch.ones(size, dtype=torch.uint8, device="cuda")
-        where = f"a device copy on {torch.cuda.get_device_name()}"
+        where = f"on {torch.cuda.get_device_name()}"
     else:
         size = CPU_COPY_BYTES
         src = torch.ones(size, dtype=torch.uint8)  # written, so that reads hit real pages
-        where = "a CPU copy"
+        where = "on the CPU"
     dst = torch.empty_like(src)
-    seconds = _best_seconds(lambda: dst.copy_(src), reps=5)
-    return 2 * size / seconds / 1e9, f"{where} of {size / 2**30:.2g} GiB, read + written"
+    copy = 2 * size / _best_seconds(lambda: dst.copy_(src), reps=5) / 1e9
+    del dst
+    words = src.view(torch.int64)
+    read = size / _best_seconds(lambda: words.sum(), reps=5) / 1e9
+    gib = f"{size / 2**30:.2g} GiB"
+    if read > copy:
+        return read, f"a sum of {gib} {where}, read; a copy ran {_rate(copy)} GB/s read + written"
+    return copy, f"a copy of {gib} {where}, read + written; a sum ran {_rate(read)} GB/s read"
 
 
 def measure_roofline(gemm_shapes=()) -> Roofline:

@@ -129,7 +129,7 @@ def test_human_mode_benchmark_table_and_report(tmp_path):
     out = proc.stdout
     assert out.startswith("1 benchmark on CPU only")
     assert "no GPU: each benchmark makes 15 inputs" in out and "estimate: " in out
-    assert "the CPU's fp32 torch.mm" in out and "a CPU copy" in out
+    assert "the CPU's fp32 torch.mm" in out and "of 0.25 GiB on the CPU" in out and "a copy" in out and "a sum" in out
     assert "s elapsed)" in out
     assert "TFLOP/s" in out and "x roofline" in out and "bound" in out and "geometric mean" in out
     assert "torch exact path us" in out
