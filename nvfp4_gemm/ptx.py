@@ -9,11 +9,10 @@ import struct
 
 from .common import Float32, Int32, Int64, Uint32, dsl_user_op, llvm
 
-# The decode leaves both operands 2^-14 below their value (decode_e2m1_word), so the fp32
-# accumulators hold 2^-28 of the products: exactly, since every product is at least 2^-48,
-# far above fp32's smallest normal. The epilogue multiplies by this before the fp16
-# conversion, so C is bit for bit the same.
-SM90_ACC_SCALE = 268435456.0
+# The decode leaves both operands 2^-6 below their value (decode_e2m1_word), so the fp32
+# accumulators hold 2^-12 of the products: exactly, since every product is at least 2^-32.
+# The epilogue multiplies by this before the fp16 conversion, so C is bit for bit the same.
+SM90_ACC_SCALE = 4096.0
 SM90_ACC_SCALE_PTX = f"0f{struct.unpack('<I', struct.pack('<f', SM90_ACC_SCALE))[0]:08X}"  # PTX f32 literal
 
 
@@ -110,27 +109,37 @@ def scale_single(word: Uint32, selector, *, loc=None, ip=None) -> Uint32:
 
 @dsl_user_op
 def decode_e2m1_word(word: Uint32, scale2: Uint32, *, loc=None, ip=None):
-    """8 E2M1 nibbles -> 4 f16x2 of value * scale * 2^-14, exactly.
+    """8 E2M1 nibbles -> 4 f16x2 of value * scale * 2^-6, exactly.
 
-    Each nibble (sign, e1 e0 m) is placed straight into an fp16's bits: sign to bit 15,
-    e1 e0 m to bits 11-9, which is value * 2^-14, normal or subnormal alike (e1 e0 = 0
-    gives the subnormal 0.5 * 2^-14). Nibbles j and j + 4 lie 16 bits apart, so one shift
-    and mask place both halves' magnitudes and another shift and mask their signs; one
-    f16x2 multiply by the scale (scale2 = (s, s)) applies it. No conversion instruction:
-    the shifts may go to the FMA pipe (IMAD.SHL), the masks are LOP3. The results are
-    multiples of 2^-24 (0.5 x E4M3's 2^-9 x 2^-14) below 0.17 with at most 6 significant
-    bits: exact in fp16, whose subnormals step by 2^-24 (the multiply keeps subnormals:
-    no .ftz). The 2^-14 of both operands is undone in the epilogue (SM90_ACC_SCALE).
-    Outputs: nibbles (0, 4), (1, 5), (2, 6), (3, 7)."""
-    lines = []
-    for j in range(4):
-        mag = f"shl.b32 a, $4, {9 - 4 * j};\n" if j < 3 else "shr.b32 a, $4, 3;\n"
-        sign = f"shl.b32 s, $4, {12 - 4 * j};\n" if j < 3 else "mov.b32 s, $4;\n"
-        lines.append(mag + "and.b32 a, a, 0x0E000E00;\n" + sign + "and.b32 s, s, 0x80008000;\n"
-                     + f"or.b32 a, a, s;\nmul.rn.f16x2 ${j}, a, $5;\n")
+    Each nibble (sign, e1 e0 m) becomes the E4M3 byte (sign << 7) | (e1 e0 m) << 2, which
+    is value * 2^-6, normal or subnormal alike; cvt.f16x2.e4m3x2 widens two at a time and one
+    f16x2 multiply by the scale (scale2 = (s, s)) applies it. The results are multiples of
+    2^-16 (0.5 x E4M3's 2^-9 x 2^-6) below 42 with 6 significant bits: exact in fp16, whose
+    subnormals step by 2^-24. The 2^-6 of both operands is undone in the epilogue
+    (SM90_ACC_SCALE), which saves the scales' multiply by 64.
+    Outputs: nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
     return _asm_values(
         4, [_v(Uint32(word), loc, ip), _v(Uint32(scale2), loc, ip)],
-        "{\n.reg .b32 a, s;\n" + "".join(lines) + "}",
+        "{\n.reg .b32 e, o, t, u;\n.reg .b16 el, eh, ol, oh;\n"
+        "shl.b32 t, $4, 2;\n"
+        "shl.b32 u, $4, 4;\n"
+        "and.b32 t, t, 0x1C1C1C1C;\n"
+        "and.b32 u, u, 0x80808080;\n"
+        "or.b32 e, t, u;\n"
+        "shr.b32 t, $4, 2;\n"
+        "and.b32 t, t, 0x1C1C1C1C;\n"
+        "and.b32 u, $4, 0x80808080;\n"
+        "or.b32 o, t, u;\n"
+        "mov.b32 {el, eh}, e;\n"
+        "mov.b32 {ol, oh}, o;\n"
+        "cvt.rn.f16x2.e4m3x2 $0, el;\n"
+        "cvt.rn.f16x2.e4m3x2 $1, eh;\n"
+        "cvt.rn.f16x2.e4m3x2 $2, ol;\n"
+        "cvt.rn.f16x2.e4m3x2 $3, oh;\n"
+        "mul.rn.f16x2 $0, $0, $5;\n"
+        "mul.rn.f16x2 $1, $1, $5;\n"
+        "mul.rn.f16x2 $2, $2, $5;\n"
+        "mul.rn.f16x2 $3, $3, $5;\n}",
         "=r,=r,=r,=r,r,r", False, loc, ip,
     )
 

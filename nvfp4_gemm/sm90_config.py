@@ -364,7 +364,8 @@ def sm90_is_valid_problem(problem_sizes) -> bool:
 # FP4 decode: the K order inside a packed 16-byte chunk
 # A 16-byte chunk q (0..3) of a 64-byte packed row holds K = 32q .. 32q+31 of the K-tile, two
 # 16-element scale blocks. decode_e2m1_word turns each of its 4 words into 4 f16x2 values, so
-# the chunk gives P[0..15], P[4*word + t] holding nibbles (t, t + 4) of that word. wgmma's A fragment for k-step s holds, per thread
+# the chunk gives P[0..15], P[4*word + t] holding nibbles (a_t, b_t) of that word with
+# (a, b) = (0, 2), (4, 6), (1, 3), (5, 7). wgmma's A fragment for k-step s holds, per thread
 # (quad lane q), the f16x2 pairs at k = 2q and k = 2q + 8 of that step; the kernel feeds it
 # P[2s] and P[2s + 1]. So the logical K column of P[i] element e is
 #     16 * (i // 2) + 8 * (i % 2) + 2 * q + e,
@@ -376,7 +377,7 @@ def sm90_logical_k(q: int, i: int, e: int) -> int:
 
 def sm90_physical_k(q: int, i: int, e: int) -> int:
     word, t = divmod(i, 4)
-    nib = t + 4 * e
+    nib = ((0, 2), (4, 6), (1, 3), (5, 7))[t][e]
     return 32 * q + 8 * word + nib
 
 
