@@ -85,9 +85,8 @@ class Sm90Config:
         """Weight A fragments (8 registers each) a consumer thread cycles through, one per
         wgmma group: more than mma_depth, and dividing a K-tile's 4 x blocks groups so that
         group g of every K-tile writes fragment g % a_fragments (the cycle carries across
-        K-tiles without unrolling them): 8 for 4-7 groups in flight, which only two m64
-        blocks per WG allow."""
-        return 2 if self.mma_depth == 1 else 4 if self.mma_depth <= 3 else 8
+        K-tiles without unrolling them)."""
+        return 2 if self.mma_depth == 1 else 4
 
     @property
     def blocks(self) -> int:
@@ -317,7 +316,6 @@ def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
         and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
         and 1 <= cfg.mma_depth < cfg.a_fragments
-        and (4 * cfg.blocks) % cfg.a_fragments == 0
     )
 
 
