@@ -3,7 +3,8 @@ per submission.py given, the CPU time of choose_sm90_config per problem (schedul
 cleared, best of 5 rounds) and how many candidates it models, on seeded problems of the
 four benchmark shapes' N and K with random M (1 .. 400) at 2, 8 and 16 groups, on
 tools/host_overhead.py's --new-sizes set (G = 8, M 16 .. 256, N 4096, K 512), and on
-decode steps (the regime cases' G = 8 / 32 / 64, N and K, M 1 .. 8).
+decode steps (the regime cases' G = 8 / 32 / 64, N and K, M 1 .. 8), and on
+mixture-of-experts projections (the regime cases' G = 32, N and K, M 16 .. 200).
 
     python tools/chooser_cost.py build/old/submission.py submission.py
 
@@ -35,6 +36,8 @@ def problem_sets() -> dict:
     # decode steps: tools/regime_specs.txt's three decode cases' G, N and K, M random in 1..8
     for g, n, k in ((8, 4096, 7168), (32, 2048, 7168), (64, 2048, 2048)):
         sets[f"decode G={g}"] = [[(rng.randint(1, 8), n, k, 1) for _ in range(g)] for _ in range(8)]
+    for n, k in ((4096, 7168), (7168, 2048)):
+        sets[f"MoE N={n}"] = [[(rng.randint(16, 200), n, k, 1) for _ in range(32)] for _ in range(8)]
     return sets
 
 
