@@ -27,6 +27,7 @@ from .common import (
     warn_once,
 )
 from .kernel_runner import CompiledKernels, KernelBackend
+from .schedule import size_class
 
 SM100_SMEM_CAPACITY = 232448  # bytes of dynamic shared memory one CTA may opt into
 SM100_TMEM_COLUMNS = 512  # tensor memory columns per SM (128 lanes x 32 bit each)
@@ -307,6 +308,21 @@ def sm100_problem_fits_config(cfg: Sm100Config, problem_sizes: Sequence[Sequence
                 return False, (f"group {g}: M = {m} > {cfg.tile_m}: the {cfg.name} config takes "
                                f"one token tile per group")
     return True, ""
+
+
+def sm100_size_class(problem_sizes: Sequence[Sequence[int]]) -> tuple:
+    """The class of a Blackwell problem's sizes (KernelBackend.size_class). A decode step,
+    every group at most SM100_TINY_MMA_N tokens, is its sizes with every M rounded up to
+    that: choose_sm100_config gives all of them the tiny config, whose one token tile per
+    group makes the same tiles at any M of the class, so a mixture-of-experts step whose
+    token counts change reuses the last step's plan and schedule (the schedule then orders
+    the groups by K alone, as every tile's used rows read as the tile's). Any larger problem
+    is its own class: its schedule keeps build_tile_schedule's order by rows used, which
+    the benchmark shapes run with."""
+    sizes = tuple(tuple(s) for s in problem_sizes)
+    if sizes and max(m for m, *_ in sizes) <= SM100_TINY_MMA_N:
+        return size_class(sizes, SM100_TINY_MMA_N)
+    return sizes
 
 
 # Benchmarks of task.yml, keyed by sm100_problem_signature.
@@ -1449,4 +1465,5 @@ def sm100_backend() -> KernelBackend:
         # compile-checked only: no B200 was at hand (README, "Blackwell")
         self_check=True,
         needs_aligned_c=True,
+        size_class=sm100_size_class,
     )

@@ -302,3 +302,27 @@ def test_tma_scale_layout_matches_the_blocked_layout(mn, kk):
     rest_k = -(-kk // 64)
     for (r, kv), off in got.items():
         assert off == _blocked_scale_offset(r, kv // 16, rest_k), (r, kv)
+
+
+def test_decode_steps_share_a_size_class_and_larger_problems_keep_their_sizes():
+    """What the runner's plan and schedule caches rely on (KernelBackend.size_class): a
+    problem of at most 32 tokens a group and its class (every M rounded up to 32) get the
+    same config, the same can_implement verdict and schedules of the same tiles; anything
+    larger, the benchmark shapes among them, is its own class (their schedules' order by
+    rows used is what they run with)."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        g, n, k = rng.choice([1, 2, 8, 32, 64]), rng.choice([128, 256, 2048, 4096, 7168]), rng.choice([256, 1024, 7168])
+        sizes = tuple((rng.randint(1, sm100.SM100_TINY_MMA_N), n, k, 1) for _ in range(g))
+        cls = sm100.sm100_size_class(sizes)
+        assert cls == tuple((sm100.SM100_TINY_MMA_N, n, k, 1) for _ in range(g))
+        assert sm100.sm100_size_class(cls) == cls
+        cfg = sm100.choose_sm100_config(sizes)
+        assert sm100.sm100_is_tiny(cfg) and sm100.choose_sm100_config(cls) == cfg
+        assert sm100.sm100_can_implement(cfg, cls) == sm100.sm100_can_implement(cfg, sizes)
+        tiles = sorted(schedule.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n))
+        assert sorted(schedule.build_tile_schedule(cls, cfg.tile_m, cfg.tile_n)) == tiles
+    for shapes in [*BENCH_SHAPES.values(), [(32, 4096, 256, 1), (33, 4096, 256, 1)]]:
+        assert sm100.sm100_size_class(shapes) == tuple(map(tuple, shapes))

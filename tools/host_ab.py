@@ -40,13 +40,15 @@ from tools.host_overhead import (  # noqa: E402
 INPUTS_PER_SHAPE = 15  # the leaderboard's timed loop: 15 inputs of one shape, in turn
 
 
-def load(path: str, name: str):
+def load(path: str, name: str, backend: str = "sm90"):
+    """Submission file `path` as module `name`; without a GPU with its launches stubbed on
+    `backend`'s host side (install_stub)."""
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses look their module up while the class is made
     spec.loader.exec_module(mod)
     if not torch.cuda.is_available():
-        install_stub(mod)
+        install_stub(mod, backend)
     return mod
 
 

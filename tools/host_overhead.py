@@ -36,18 +36,25 @@ import submission  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
 
-def install_stub(mod=submission) -> None:
-    """The Hopper backend of submission module `mod` with a compile and launches that do
-    nothing: the wrapper's cost alone, its config choice and schedules included."""
+def install_stub(mod=submission, backend: str = "sm90") -> None:
+    """The Hopper backend (or with backend="sm100" the Blackwell one, its self-check off:
+    a stubbed launch computes nothing) of submission module `mod` with a compile and
+    launches that do nothing: the wrapper's cost alone, its config choice and schedules
+    included."""
 
     def compile_stub(config, *_older):  # files before 81d5139 also pass the group count
         return mod.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
-    backend = mod.dataclasses.replace(mod.sm90_backend(), name="stub", compile=compile_stub)
-    mod._BACKENDS["stub"] = lambda: backend
+    if backend == "sm100":
+        stub = mod.dataclasses.replace(mod.sm100_backend(), name="stub", compile=compile_stub, self_check=False)
+        num_sms = 148
+    else:
+        stub = mod.dataclasses.replace(mod.sm90_backend(), name="stub", compile=compile_stub)
+        num_sms = 132
+    mod._BACKENDS["stub"] = lambda: stub
     mod._device_paths[torch.device("cpu")] = "stub"
     mod.get_runner = lambda device, path: mod._runners.setdefault(
-        (device, path), mod.GroupedGemmRunner(backend, num_sms=132)
+        (device, path), mod.GroupedGemmRunner(stub, num_sms=num_sms)
     )
 
 

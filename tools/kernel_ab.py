@@ -16,7 +16,8 @@ scales) stay, called back to back with one event pair around them (DecodeSteps; 
 sequence for every timing). The figure per step is what a model's layer waits for: the
 host's work for sizes it may never have seen plus the kernel. Without a GPU the launches
 are stubbed (tools/host_ab.load, tools/host_overhead.install_stub), the results are not
-checked, and the steps time the host's work alone (device = host).
+checked, and the steps time the host's work alone (device = host); --stub-backend sm100
+runs them through the Blackwell backend's host side (self-check off) instead of Hopper's.
 """
 
 import argparse
@@ -126,8 +127,11 @@ def main() -> int:
     )
     ap.add_argument("--rounds", type=int, default=2, help="(new, old, old, new) blocks per case")
     ap.add_argument("--steps", action="append", default=[], metavar="G,N,K,LO,HI")
+    ap.add_argument("--stub-backend", choices=("sm90", "sm100"), default="sm90",
+                    help="without a GPU: whose host side the stubbed steps run")
     args = ap.parse_args()
-    mods = {"old": load(args.old, "old_submission"), "new": load(args.new, "new_submission")}
+    mods = {"old": load(args.old, "old_submission", args.stub_backend),
+            "new": load(args.new, "new_submission", args.stub_backend)}
     if not torch.cuda.is_available() and args.shapes != "none":  # load stubbed the launches
         ap.error("without a GPU only --steps can be timed (launches stubbed): pass --shapes none")
     order = ["new", "old", "old", "new"] * args.rounds
