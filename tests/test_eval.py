@@ -8,6 +8,7 @@ import pytest
 from cases import ROOT
 
 import eval as harness
+from nvfp4_gemm import sm100
 
 SMALL_SPECS = [
     "m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111",
@@ -179,7 +180,11 @@ def test_b200_first_run_specs_cover_the_edges():
     assert {128, 384, 3072, 7168} <= {n for c in cases for n in c["n"]}
     assert {256, 2048, 7168} <= {k for c in cases for k in c["k"]}
     assert any(len(set(c["k"])) > 1 for c in cases)
-    assert any(max(c["m"]) <= 32 for c in cases)  # the decode config (MMA N = 32)
+    decode = [c for c in cases if max(c["m"]) <= 32]  # the decode config (MMA N = 32)
+    # two members of one Blackwell size class: the second reuses the first's plan and
+    # schedule with its own sizes, which the B200's self-check then checks
+    classes = [sm100.sm100_size_class([(m, n, k, 1) for m, n, k in zip(c["m"], c["n"], c["k"])]) for c in decode]
+    assert len(decode) == 2 and classes[0] == classes[1] and decode[0]["m"] != decode[1]["m"]
     script = ROOT / "tools" / "gpu_verify.sh"
     assert "tools/b200_edge_specs.txt" in script.read_text()
     proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
