@@ -45,12 +45,8 @@ def install_stub(mod=submission, backend: str = "sm90") -> None:
     def compile_stub(config, *_older):  # files before 81d5139 also pass the group count
         return mod.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
-    if backend == "sm100":
-        stub = mod.dataclasses.replace(mod.sm100_backend(), name="stub", compile=compile_stub, self_check=False)
-        num_sms = 148
-    else:
-        stub = mod.dataclasses.replace(mod.sm90_backend(), name="stub", compile=compile_stub)
-        num_sms = 132
+    base, num_sms = (mod.sm100_backend(), 148) if backend == "sm100" else (mod.sm90_backend(), 132)
+    stub = mod.dataclasses.replace(base, name="stub", compile=compile_stub, self_check=False)
     mod._BACKENDS["stub"] = lambda: stub
     mod._device_paths[torch.device("cpu")] = "stub"
     mod.get_runner = lambda device, path: mod._runners.setdefault(
