@@ -76,9 +76,8 @@ def sw64(row, chunk):
 class TokenShare(NamedTuple):
     """A consumer thread's share of a phase's token decode (Sm90Fp4GroupedGemm.token_share):
     words wpt * group .. + wpt - 1 of chunks q0 .. q0 + chunks - 1 of token row `row`, the
-    row's place `srow` in the stage's scale slab, `live` (None: every thread stores;
-    else whether this one does), and `ring`, the byte offset of the thread's token ring
-    (static 0 but with wg_tokens). wpt and chunks are static; q0 is static 0 where chunks
+    row's place `srow` in the stage's scale slab, and `live` (None: every thread stores;
+    else whether this one does). wpt and chunks are static; q0 is static 0 where chunks
     is 4."""
 
     row: Any
@@ -88,22 +87,6 @@ class TokenShare(NamedTuple):
     srow: Any
     q0: Any
     chunks: int
-    ring: Any
-
-
-class RingBarriers(NamedTuple):
-    """The full barriers of one WG's token ring (wg_tokens): buffer i's is barrier
-    offset + i of the token pipeline, which holds token_buffers per ring. Same calls as the
-    pipeline's, so that the K-loop reads alike with one ring or one per WG."""
-
-    pipe: Any
-    offset: Any
-
-    def producer_commit(self, state):
-        self.pipe.sync_object_full.arrive(state.index + self.offset, self.pipe.producer_mask)
-
-    def consumer_wait(self, state):
-        self.pipe.sync_object_full.wait(state.index + self.offset, state.phase)
 
 
 class Sm90Fp4GroupedGemm:
@@ -210,7 +193,6 @@ class Sm90Fp4GroupedGemm:
         self.sfb_stage_bytes = config.sf_blocks * 2 * SF_ATOM_BYTES
         self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + self.sfa_stage_bytes + self.sfb_stage_bytes
         self.tbuf_bytes = self.tile_m * SM90_PACKED_K_TILE * 2  # one decoded token K-tile
-        self.ring_bytes = self.token_buffers * self.tbuf_bytes
 
     @staticmethod
     def can_implement(cfg: Sm90Config, problem_sizes) -> bool:
@@ -355,9 +337,9 @@ class Sm90Fp4GroupedGemm:
         @cute.struct
         class SharedStorage:
             mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            tbar: cute.struct.MemRange[cutlass.Int64, self.cfg.token_rings * self.token_buffers * 2]
+            tbar: cute.struct.MemRange[cutlass.Int64, self.token_buffers * 2]
             sDecT: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Float16, self.cfg.token_rings * cute.cosize(sT_layout)], 1024
+                cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
             sC: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Uint8, self.wgs * self.cfg.c_stage_bytes], 1024
@@ -420,14 +402,12 @@ class Sm90Fp4GroupedGemm:
         )
         # decoded token ring: every consumer thread arrives on a buffer's full barrier once
         # its share is stored, and every one waits on it; its empty barriers go unused (the
-        # ring's order argument is in the class docstring). With wg_tokens, one ring per
-        # consumer WG, whose 128 threads alone arrive and wait (RingBarriers).
-        ring_threads = 128 if self.cfg.wg_tokens else self.cfg.consumer_threads
+        # ring's order argument is in the class docstring)
         tok_pipeline = pipeline.PipelineAsync.create(
             barrier_storage=storage.tbar.data_ptr(),
-            num_stages=self.cfg.token_rings * self.token_buffers,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, ring_threads),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, ring_threads),
+            num_stages=self.token_buffers,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
         )
         if cutlass.const_expr(self.cfg.pdl):
             # Programmatic dependent launch: this grid may start while the previous kernel
@@ -555,14 +535,6 @@ class Sm90Fp4GroupedGemm:
     def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                  tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
-        ring = 0
-        if cutlass.const_expr(self.cfg.wg_tokens):
-            # this WG's own ring and its barriers (warp-uniform, so that the wgmma
-            # descriptors' base stays in uniform registers)
-            wg = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // 4
-            sT = cute.make_tensor(sT.iterator + wg * cute.cosize(sT_layout.outer), sT.layout)
-            tok_pipeline = RingBarriers(tok_pipeline, wg * self.token_buffers)
-            ring = wg * self.ring_bytes
         # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
         # loaded during the current one); tok_w: the ring buffer being written, tok_r: read
         states = (
@@ -582,7 +554,7 @@ class Sm90Fp4GroupedGemm:
             for u in cutlass.range(span[p], span[p + 1], unroll=1):
                 states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
-                                           mUnits, tmaps_ptr, split, span[-1] - 1, ring)
+                                           mUnits, tmaps_ptr, split, span[-1] - 1)
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
 
@@ -607,11 +579,10 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
                      storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
-                     split, last_u, ring):
+                     split, last_u):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
         epilogue (or, split-K, its partial sums); last_u is the CTA's last unit, whose C
-        the epilogue stores without the TMA (store_box_vectors); ring the byte offset of
-        the thread's token ring (TokenShare). Returns the pipeline states: reassigned by
+        the epilogue stores without the TMA (store_box_vectors). Returns the pipeline states: reassigned by
         the caller, that is what makes the DSL carry them through its loop (a mutation
         inside a call is not seen there)."""
         g = mUnits[0, u]
@@ -620,7 +591,7 @@ class Sm90Fp4GroupedGemm:
         m = mSizes[0, g]
         k_tiles = mUnits[4, u] - mUnits[3, u]
         row_a = tm * self.tile_m
-        tok = self.token_share(tidx, rows, tm, ring)
+        tok = self.token_share(tidx, rows, tm)
         wgt = self.weight_share(tidx, tn)
         ahead, tok_w, tok_r = states
         for a in acc:
@@ -652,23 +623,21 @@ class Sm90Fp4GroupedGemm:
                 self.store_partial(acc, split, mUnits[6, u], tidx, rows)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_w, last, ring, (split, mUnits[7, u]))
+                                tok_w, last, (split, mUnits[7, u]))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_w, last, ring)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last, ring)
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
         return ahead, tok_w, tok_r
 
     @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   tok_w, last, ring, fixup=None):
+                   tok_w, last, fixup=None):
         """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
         the previous piece's slot and adds it on the way. With ring_staging, block 0 of
         each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
-        its wait_group(0): the barrier; with wg_tokens the WG's own ring, and its own
-        threads) and block 1 in the WG's own box, so that block 1 never waits for block
-        0's store to read the box."""
+        its wait_group(0): the barrier) and block 1 in the WG's own box, so that block 1
+        never waits for block 0's store to read the box."""
         desc_c = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES) + 2 * SM90_DESC_BYTES
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
         base = None
@@ -684,14 +653,9 @@ class Sm90Fp4GroupedGemm:
         own_box = storage.sC.data_ptr().toint() + (tidx // 128) * self.cfg.c_stage_bytes
         boxes = [own_box]
         if cutlass.const_expr(self.ring_staging):
-            if cutlass.const_expr(self.cfg.wg_tokens):
-                cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
-            else:
-                cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
-            ring_base = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
-            if cutlass.const_expr(self.cfg.wg_tokens):
-                ring_base = ring_base + ring
-            boxes = [ring_base + (tidx // 128) * self.cfg.c_stage_bytes, own_box]
+            cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
+            ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
+            boxes = [ring + (tidx // 128) * self.cfg.c_stage_bytes, own_box]
         else:
             cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         for b in cutlass.range_constexpr(self.blocks):
@@ -790,7 +754,7 @@ class Sm90Fp4GroupedGemm:
         return Int32(sm90_scale_selector(0, 1)) + Int32(0x2222) * (q % 2)
 
     @cute.jit
-    def token_share(self, tidx, rows: int, tm, ring):
+    def token_share(self, tidx, rows: int, tm):
         """This thread's share of tile tm's token decode (the first sm90_token_decoders
         consumer threads at `rows`, static): words wpt * group .. + wpt - 1 of chunks q0 ..
         q0 + chunks - 1 of token row trow (sm90_token_lane; all 4 chunks but at 32 and 16
@@ -811,10 +775,9 @@ class Sm90Fp4GroupedGemm:
         dtid = tidx % decoders
         trow, group, cgroup = sm90_token_lane(dtid, rows, decoders)
         live = None
-        if cutlass.const_expr(not self.cfg.wg_tokens and self.cfg.consumer_threads > decoders):
+        if cutlass.const_expr(self.cfg.consumer_threads > decoders):
             live = tidx < decoders
-        return TokenShare(trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m), cgroup * chunks, chunks,
-                          ring)
+        return TokenShare(trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m), cgroup * chunks, chunks)
 
     @cute.jit
     def token_chunks(self, storage, ab_pipeline, ahead, tok):
@@ -823,7 +786,7 @@ class Sm90Fp4GroupedGemm:
         or the one of chunks q0 .. q0 + chunks - 1 where fewer than 4), then turns those into
         the f16x2 scale of each chunk's K-block that the words lie in. All loads issue
         before the first conversion, so their latencies overlap."""
-        trow, group, wpt, _, srow, q0, chunks, _ = tok
+        trow, group, wpt, _, srow, q0, chunks = tok
         ab_pipeline.consumer_wait(ahead)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
@@ -857,10 +820,8 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def _store_token_words(self, storage, tok_w, tok, packed, scales, words):
-        trow, group, wpt, _, _, q0, chunks, ring = tok
+        trow, group, wpt, _, _, q0, chunks = tok
         base = storage.sDecT.data_ptr().toint() + tok_w.index * self.tbuf_bytes
-        if cutlass.const_expr(self.cfg.wg_tokens):
-            base = base + ring
         if cutlass.const_expr(chunks < 4):
             base = base + 4 * q0  # the chunks' place in each 16-byte slot
         if cutlass.const_expr(self.uniform_addressing):

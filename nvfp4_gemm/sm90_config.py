@@ -72,10 +72,6 @@ class Sm90Config:
     # the loads' latency hides behind a whole K-tile, the stage is free a K-tile earlier,
     # and both K-tiles' weights are live at once (sm90_consumer_registers)
     weights_early: bool = False
-    # every consumer WG decodes all of a K-tile's tokens into a token ring of its own and
-    # waits on its own full barriers, so that no barrier couples the WGs inside the K-loop
-    # (twice the token decode; tiles of at most 32 tokens, one word per thread)
-    wg_tokens: bool = False
 
     @property
     def consumer_wgs(self) -> int:
@@ -130,11 +126,6 @@ class Sm90Config:
         return self.tile_m * SM90_C_ROW_BYTES
 
     @property
-    def token_rings(self) -> int:
-        """Decoded token rings: one shared by the consumer WGs, or one per WG (wg_tokens)."""
-        return self.consumer_wgs if self.wg_tokens else 1
-
-    @property
     def widths(self) -> tuple[int, ...]:
         """Token rows (wgmma N) of each phase, the full tiles' first."""
         return (self.tile_m, *self.narrow)
@@ -147,10 +138,9 @@ def sm90_packed_stage_bytes(cfg: Sm90Config) -> int:
 
 
 def sm90_decoded_bytes(cfg: Sm90Config) -> int:
-    """The decoded token rings (one, or one per consumer WG with wg_tokens): token_buffers
-    K-tiles of (tile_m x 128) fp16 each. The weights never go to smem decoded: they are
-    decoded into wgmma's A registers."""
-    return cfg.token_rings * cfg.token_buffers * cfg.tile_m * SM90_PACKED_K_TILE * 2
+    """The decoded token ring: token_buffers K-tiles of (tile_m x 128) fp16. The weights
+    never go to smem decoded: they are decoded into wgmma's A registers."""
+    return cfg.token_buffers * cfg.tile_m * SM90_PACKED_K_TILE * 2
 
 
 def sm90_fixed_smem_bytes(cfg: Sm90Config) -> int:
@@ -200,10 +190,7 @@ def sm90_token_decoders(cfg: Sm90Config, rows: int) -> int:
     tokens, 3 WGs at 96), or, where the rows are fewer than a quarter of the threads
     (32 or 16 rows over 2 WGs), one word of 2 or 1 chunks (sm90_token_chunks). Else the
     first two WGs (3 WGs at 128 tokens, one or two words each) or, where even those are
-    too many, 4 x tile_m threads (one word of 4 chunks each). With wg_tokens, the 128
-    threads of each WG (its own ring)."""
-    if cfg.wg_tokens:
-        return 128
+    too many, 4 x tile_m threads (one word of 4 chunks each)."""
     threads = cfg.consumer_threads
     if sm90_token_chunks(rows, threads) < 4 or (4 * cfg.tile_m) % threads == 0:
         return threads
@@ -329,8 +316,6 @@ def sm90_is_valid_tile(cfg: Sm90Config) -> bool:
         and all(w in SM90_NARROW_WIDTHS and w < cfg.tile_m for w in cfg.narrow)
         and list(cfg.narrow) == sorted(set(cfg.narrow), reverse=True)
         and 1 <= cfg.mma_depth < cfg.a_fragments
-        # one word of its row per thread of a WG (sm90_token_split at 128 decoders)
-        and (not cfg.wg_tokens or cfg.tile_m <= 32)
     )
 
 
