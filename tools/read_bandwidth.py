@@ -6,9 +6,17 @@ read-only rate found, in one process on the GPU.
 
 The reads are a Triton grid-stride kernel over a contiguous buffer, swept over block size,
 programs per SM, warps and pipeline stages; torch's sum and a fill are printed beside them.
+Each is timed one call per CUDA-event pair. Then the copy and the sum of eval.py's
+roofline (measure_bandwidth: 2 GiB, GPU_CEILING_BATCH calls per event pair) on random bytes
+and on eval.py's all-ones buffer: whether the timing or the data moves the ceiling.
 """
 
+import functools
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
@@ -67,7 +75,29 @@ def main() -> int:
                         ms = best_ms(run, 5)
                         best = max(best, (nbytes / ms / 1e9, (block, per_sm, warps, stages)))
         print(f"best read:  {best[0]:.2f} TB/s read (block, programs per SM, warps, stages) = {best[1]}")
+    eval_ceiling()
     return 0
+
+
+def eval_ceiling() -> None:
+    """eval.py's copy and sum, timed as measure_bandwidth times them, on 2 GiB of random
+    bytes and of ones (the buffer it uses), twice."""
+    import torch
+
+    import eval as harness
+
+    size = harness.GPU_COPY_BYTES
+    buffers = {
+        "random": torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda"),
+        "ones": torch.ones(size, dtype=torch.uint8, device="cuda"),
+    }
+    dst = torch.empty(size, dtype=torch.uint8, device="cuda")
+    for _ in range(2):
+        for data, src in buffers.items():
+            copy = 2 * size / harness._best_seconds(functools.partial(dst.copy_, src), reps=5) / 1e12
+            read = size / harness._best_seconds(src.view(torch.int64).sum, reps=5) / 1e12
+            print(f"eval.py's ceiling, {size / 2**30:.0f} GiB of {data}: copy {copy:.2f} TB/s read + "
+                  f"written, sum {read:.2f} TB/s read ({harness.GPU_CEILING_BATCH} calls per timing)")
 
 
 if __name__ == "__main__":
