@@ -251,31 +251,6 @@ def prefetch_l1(addr: Int64, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def prefetch_l2_bulk(addr: Int64, nbytes: Int32, pred: Int32, *, loc=None, ip=None) -> None:
-    """cp.async.bulk.prefetch.L2 of `nbytes` (a multiple of 16) at a 16-byte aligned global
-    address, where pred != 0 (the predicate inside the asm, as in tma_load_2d). It only
-    fills L2: a later load reads whatever L2 then holds, so it may run before the
-    programmatic-launch wait even where the previous kernel writes that memory."""
-    _asm_effect(
-        [_v(Int64(addr), loc, ip), _v(Int32(nbytes), loc, ip), _v(Int32(pred), loc, ip)],
-        "{\n.reg .pred p;\nsetp.ne.b32 p, $2, 0;\n@p cp.async.bulk.prefetch.L2.global [$0], $1;\n}",
-        "l,r,r", loc, ip,
-    )
-
-
-@dsl_user_op
-def prefetch_l2_tile_2d(desc: Int64, c0: Int32, c1: Int32, pred: Int32, *, loc=None, ip=None) -> None:
-    """cp.async.bulk.prefetch.tensor of the 2D box at (c0, c1) that descriptor `desc`
-    addresses, into L2, where pred != 0."""
-    _asm_effect(
-        [_v(Int64(desc), loc, ip), _v(Int32(c0), loc, ip), _v(Int32(c1), loc, ip), _v(Int32(pred), loc, ip)],
-        "{\n.reg .pred p;\nsetp.ne.b32 p, $3, 0;\n"
-        "@p cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$0, {$1, $2}];\n}",
-        "l,r,r,r,~{memory}", loc, ip,
-    )
-
-
-@dsl_user_op
 def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
     _asm_effect(
         [_v(Int64(desc), loc, ip)],

@@ -21,8 +21,6 @@ from .ptx import (
     ld_shared_v4,
     pack_acc_f16x2,
     prefetch_l1,
-    prefetch_l2_bulk,
-    prefetch_l2_tile_2d,
     scale_pair,
     scale_single,
     st_global_b16,
@@ -411,14 +409,7 @@ class Sm90Fp4GroupedGemm:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.cfg.consumer_threads),
         )
-        if cutlass.const_expr(self.cfg.prefetch_l2):
-            if cutlass.const_expr(self.cfg.pdl):
-                cute.arch.griddepcontrol_launch_dependents()
-            if warp_idx == self.producer_warp:
-                self.prefetch_first_unit(sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr)
-        if cutlass.const_expr(self.cfg.pdl and self.cfg.prefetch_l2):
-            cute.arch.griddepcontrol_wait()
-        if cutlass.const_expr(self.cfg.pdl and not self.cfg.prefetch_l2):
+        if cutlass.const_expr(self.cfg.pdl):
             # Programmatic dependent launch: this grid may start while the previous kernel
             # in the queue (the previous call's GEMM) still runs, so that its launch and
             # the setup above overlap that kernel's tail. Nothing in global memory is read
@@ -465,44 +456,6 @@ class Sm90Fp4GroupedGemm:
             prefetch_l1(sizes_ptr.toint() + Int64(line) * 128)
         for line in cutlass.range((num_groups * (5 * 8) + 127) // 128, unroll=1):
             prefetch_l1(ptrs_ptr.toint() + Int64(line) * 128)
-
-    @cute.jit
-    def prefetch_first_unit(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr):
-        """L2 prefetches of what the producer's first `stages` loads read: the first unit's
-        packed weight and token rows (one row per lane and prefetch: the K-tiles of a row are
-        contiguous, 64 bytes each) and its scale slabs (1 KB per K-tile and 128-row block).
-        Reads only the host-written tables (as prefetch_schedule may), and clips rows to the
-        group's M and N, so that no prefetch leaves the operands' memory."""
-        lane = cute.arch.lane_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
-        mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((5, 1 << 20), stride=(1, 5)))
-        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((RANGE_FIELDS, 1 << 20), stride=(1, RANGE_FIELDS)))
-        mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
-        u = mRanges[0, bidx]
-        if u < mRanges[len(self.cfg.widths), bidx]:
-            g = mUnits[0, u]
-            n = mSizes[1, g]
-            kt0 = mUnits[3, u]
-            nk = cutlass.min(mUnits[4, u] - kt0, self.stages)
-            row_a = mUnits[1, u] * self.tile_m
-            row_b = mUnits[2, u] * self.tile_n
-            desc_a = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES)
-            desc_b = desc_a + SM90_DESC_BYTES
-            tensormap_acquire(desc_a)
-            tensormap_acquire(desc_b)
-            for s in cutlass.range_constexpr(self.stages):
-                kb = (kt0 + s) * self.row_bytes
-                prefetch_l2_tile_2d(desc_b, kb, row_b, Int32(lane == 0 and s < nk))
-                prefetch_l2_tile_2d(desc_a, kb, row_a, Int32(lane == 1 and s < nk))
-            # scale slabs: atom a of 128-row block mb at (mb * K / 64 + a) * 512 bytes, two
-            # atoms per K-tile; lanes 0 .. sf_blocks - 1 the weights', the next the tokens'
-            rest_k = mSizes[2, g] // 64
-            mb = row_b // 128 + lane
-            prefetch_l2_bulk(mPtrs[3, g] + Int64(mb * rest_k + 2 * kt0) * SF_ATOM_BYTES,
-                             nk * (2 * SF_ATOM_BYTES), Int32(lane < self.cfg.sf_blocks and mb * 128 < n))
-            prefetch_l2_bulk(mPtrs[2, g] + Int64((row_a // 128) * rest_k + 2 * kt0) * SF_ATOM_BYTES,
-                             nk * (2 * SF_ATOM_BYTES), Int32(lane == self.cfg.sf_blocks))
 
     @cute.jit
     def release_stage(self, ab_pipeline, state):

@@ -72,10 +72,6 @@ class Sm90Config:
     # the loads' latency hides behind a whole K-tile, the stage is free a K-tile earlier,
     # and both K-tiles' weights are live at once (sm90_consumer_registers)
     weights_early: bool = False
-    # before the programmatic-launch wait, the producer warp prefetches into L2 the packed
-    # rows and scale slabs of its first unit's first `stages` K-tiles (prefetch_first_unit),
-    # so that the first TMA loads after the wait find them there
-    prefetch_l2: bool = False
 
     @property
     def consumer_wgs(self) -> int:
