@@ -444,7 +444,7 @@ def sm90_token_scale_selector(group, wpt: int, chunk=None):
 # (96, 64) phases, which ran it 2 us slower than (64,) in an alternating A/B (kernel 77.2 /
 # 76.7 against 74.7 / 75.5 us) while they ran shape 0 3 us faster; 1.66 picks both right.
 SM90_KTILE_US = {
-    (256, 128): 1.72, (256, 96): 1.527, (256, 64): 1.216, (256, 32): 1.015, (256, 16): 0.95,
+    (256, 128): 1.72, (256, 96): 1.66, (256, 64): 1.22, (256, 32): 1.02, (256, 16): 0.95,
     (128, 128): 1.01, (128, 96): 0.85, (128, 64): 0.75, (128, 32): 0.53,
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
@@ -478,7 +478,7 @@ SM90_TILE_N_CHOICES = (128, 256)
 # 30.6 / 15.2, 30.5 / 15.3 us against 31.2 / 15.6, 31.2 / 15.6, 31.3 / 15.5 with (64,)
 # (three alternating rounds of python eval.py benchmark), with the
 # same K-loop (338 against 339 SASS instructions): not explained.
-SM90_NARROW_CHOICES = ((96, 64), (64,), (64, 32))
+SM90_NARROW_CHOICES = ((96, 64), (64,))
 # The decode regime's tile (32 tokens, a width-16 phase), offered whole after the 128-token
 # ones: tiles of 1-32 tokens decode and multiply 32 token columns instead of 64, and the
 # small ring leaves room for 4 packed stages. Split into K ranges it ran no faster
