@@ -478,7 +478,7 @@ SM90_TILE_N_CHOICES = (128, 256)
 # 30.6 / 15.2, 30.5 / 15.3 us against 31.2 / 15.6, 31.2 / 15.6, 31.3 / 15.5 with (64,)
 # (three alternating rounds of python eval.py benchmark), with the
 # same K-loop (338 against 339 SASS instructions): not explained.
-SM90_NARROW_CHOICES = ((96, 64), (64,), (64, 32))
+SM90_NARROW_CHOICES = ((96, 64), (64,))
 # The decode regime's tile (32 tokens, a width-16 phase), offered whole after the 128-token
 # ones: tiles of 1-32 tokens decode and multiply 32 token columns instead of 64, and the
 # small ring leaves room for 4 packed stages. Split into K ranges it ran no faster
@@ -703,10 +703,9 @@ def sm90_offered_configs(sizes: Sequence[Sequence[int]], num_sms: int) -> list[S
     """Every config the chooser offers a problem, in its tie-break order: whole tiles at each
     width and narrow choice, the decode tile (SM90_DECODE_TILE), then the split ones
     (sm90_offers_split)."""
-    configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
-               if n == 128 or w != (64, 32)]
+    configs = [make_sm90_config(n, narrow=w) for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES]
     configs.append(make_sm90_config(256, **SM90_DECODE_TILE))
-    configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES if n == 128 or w != (64, 32)
+    configs += [cfg for n in SM90_TILE_N_CHOICES for w in SM90_NARROW_CHOICES
                 if sm90_offers_split(sizes, cfg := make_sm90_config(n, narrow=w, split_k=True), num_sms)]
     return configs
 
