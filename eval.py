@@ -420,6 +420,16 @@ def measure_peak(extra_shapes=()) -> tuple[float, str]:
     return best, label
 
 
+def copy_and_sum_rates(src) -> tuple[float, float]:
+    """GB/s of a copy of `src` (a uint8 tensor of a multiple of 8 bytes; bytes read +
+    written) and of a sum of its bytes as int64 words (bytes read), the best of 5 timings."""
+    size = src.numel()
+    copy = 2 * size / _best_seconds(functools.partial(torch.Tensor.copy_, torch.empty_like(src), src), reps=5) / 1e9
+    words = src.view(torch.int64)
+    read = size / _best_seconds(lambda: words.sum(), reps=5) / 1e9
+    return copy, read
+
+
 def measure_bandwidth() -> tuple[float, str]:
     """The memory bandwidth in GB/s and its label: the larger of a large copy's rate (bytes
     read + written) and a large sum's (bytes read). A GEMM's operand bytes are nearly all
@@ -435,9 +445,7 @@ def measure_bandwidth() -> tuple[float, str]:
         size = CPU_COPY_BYTES
         src = torch.ones(size, dtype=torch.uint8)  # written, so that reads hit real pages
         where = "on the CPU"
-    copy = 2 * size / _best_seconds(functools.partial(torch.Tensor.copy_, torch.empty_like(src), src), reps=5) / 1e9
-    words = src.view(torch.int64)
-    read = size / _best_seconds(lambda: words.sum(), reps=5) / 1e9
+    copy, read = copy_and_sum_rates(src)
     gib = f"{size / 2**30:.2g} GiB"
     if read > copy:
         return read, f"a sum of {gib} {where}, read; a copy ran {_rate(copy)} GB/s read + written"

@@ -13,25 +13,17 @@ than 2e11 multiply-adds, go to the spec file as eval.py spec lines.
 
 import argparse
 import collections
-import importlib.util
 import random
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
 
-from schedule_equivalence import problems  # noqa: E402
+from tools.host_ab import load  # noqa: E402
+from tools.schedule_equivalence import problems  # noqa: E402
 
 MAX_MACS = 2e11  # a case that a GPU times in well under a second a round
-
-
-def load(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def label(cfg) -> str:

@@ -11,7 +11,6 @@ roofline (measure_bandwidth: 2 GiB, GPU_CEILING_BATCH calls per event pair) on r
 and on eval.py's all-ones buffer: whether the timing or the data moves the ceiling.
 """
 
-import functools
 import sys
 from pathlib import Path
 
@@ -91,13 +90,11 @@ def eval_ceiling() -> None:
         "random": torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda"),
         "ones": torch.ones(size, dtype=torch.uint8, device="cuda"),
     }
-    dst = torch.empty(size, dtype=torch.uint8, device="cuda")
     for _ in range(2):
         for data, src in buffers.items():
-            copy = 2 * size / harness._best_seconds(functools.partial(dst.copy_, src), reps=5) / 1e12
-            read = size / harness._best_seconds(src.view(torch.int64).sum, reps=5) / 1e12
-            print(f"eval.py's ceiling, {size / 2**30:.0f} GiB of {data}: copy {copy:.2f} TB/s read + "
-                  f"written, sum {read:.2f} TB/s read ({harness.GPU_CEILING_BATCH} calls per timing)")
+            copy, read = harness.copy_and_sum_rates(src)
+            print(f"eval.py's ceiling, {size / 2**30:.0f} GiB of {data}: copy {copy / 1e3:.2f} TB/s read + "
+                  f"written, sum {read / 1e3:.2f} TB/s read ({harness.GPU_CEILING_BATCH} calls per timing)")
 
 
 if __name__ == "__main__":
