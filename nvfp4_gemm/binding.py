@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 import struct
 import threading
 from collections.abc import Callable, Sequence
@@ -55,24 +56,45 @@ def device_ptr(t: torch.Tensor, dtype, align: int = 16):
 # same in the driver's CUresult and the runtime's cudaError_t. Any other launch error (an
 # invalid value, a cluster shape that cannot be scheduled, too many resources requested,
 # no image for this GPU) is refused before the kernel runs and leaves the context usable.
-STICKY_CUDA_ERRORS = frozenset({214, 700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 999})
+STICKY_CUDA_ERRORS = frozenset({214, 700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999})
+# (721: a kernel exited without releasing its tensor memory, Blackwell's TMEM)
 
 
 class KernelLaunchError(RuntimeError):
-    """A compiled kernel's launch returned CUDA error `code`. `sticky`: the context is gone
-    (STICKY_CUDA_ERRORS) and the error must propagate; otherwise a fallback path may run."""
+    """A compiled kernel's launch failed, with CUDA error `code` where one is known.
+    `sticky`: the context is gone (STICKY_CUDA_ERRORS) and the error must propagate;
+    otherwise a fallback path may run. Without a code it is not sticky unless said so."""
 
-    def __init__(self, code: int, what: str):
+    def __init__(self, code: int | None, what: str, sticky: bool | None = None):
         self.code = code
-        self.sticky = code in STICKY_CUDA_ERRORS
-        super().__init__(f"CUDA error {code} launching {what}")
+        self.sticky = code in STICKY_CUDA_ERRORS if sticky is None else sticky
+        super().__init__(f"CUDA error {code} launching {what}" if code is not None else f"launching {what} failed")
+
+
+def _int_code(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def cuda_error_code(error: BaseException) -> int | None:
-    """The CUDA error code an exception carries (KernelLaunchError's, or the CuTe DSL's
-    `error_code` on its runtime errors), or None."""
-    code = getattr(error, "code", None) if isinstance(error, KernelLaunchError) else getattr(error, "error_code", None)
-    return code if isinstance(code, int) and not isinstance(code, bool) else None
+    """The CUDA error number an exception carries, or None: KernelLaunchError's `code`, or
+    the CuTe DSL's on its runtime errors (DSLCudaRuntimeError), which DSL 4.5.2 keeps in
+    `error_code` and 4.8.1 in `_error_code` (its `error_code` is None and its `code` a name
+    where the launch configuration was refused: cudaErrorInvalidValue)."""
+    if isinstance(error, KernelLaunchError):
+        return _int_code(error.code)
+    code = _int_code(getattr(error, "error_code", None))
+    return code if code is not None else _int_code(getattr(error, "_error_code", None))
+
+
+def is_fault_text(text: str) -> bool:
+    """Whether an error's text (one without a CUDA error number) says the device faulted."""
+    return "illegal" in text or "CUDA error" in text
+
+
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """An exception's text on one line (the DSL's carry pages of diagnostics)."""
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def bind_launch(fn, args: tuple) -> Callable[[], None]:
@@ -85,8 +107,10 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
     through the DSL (which loads the module and creates its executor), later ones call the
     executor's C entry point on the packed array kept from then (direct_launcher), which
     owns the argument storage its C pointers point into. The first launch holds a lock, so
-    two threads never bind twice. A launch that returns a CUDA error raises
-    KernelLaunchError with its code.
+    two threads never bind twice. A launch that fails raises KernelLaunchError, with the
+    CUDA error's code where it has one (cuda_error_code): any error of a launch after a
+    successful compile is the launch's, and one without a code leaves the context usable
+    unless its text says the device faulted.
     """
     lock = threading.Lock()
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -107,9 +131,8 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
                     fast.keep = (exe_args, keep_alive, args)  # the C pointers point into these
             except Exception as e:
                 code = cuda_error_code(e)
-                if code is None:
-                    raise
-                raise KernelLaunchError(code, f"{name} ({e})") from e
+                sticky = None if code is not None else is_fault_text(str(e))
+                raise KernelLaunchError(code, f"{name} ({type(e).__name__}: {one_line(e)})", sticky) from e
             state[0] = fast
 
     state = [first_launch]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from .binding import STICKY_CUDA_ERRORS, KernelLaunchError, cuda_error_code
+from .binding import STICKY_CUDA_ERRORS, KernelLaunchError, cuda_error_code, is_fault_text
 from .common import _DSL_IMPORT_ERROR, PATH_ENV, PATHS, SELF_CHECK_ENV, input_t, output_t, warn_once
 from .inputs import GroupedProblem, validate_inputs
 from .kernel_runner import GroupedGemmRunner, KernelBackend, LayoutMiss
@@ -92,11 +92,12 @@ def is_sticky_error(error: BaseException) -> bool:
     """Whether an error from the kernel path means the CUDA context is gone (a device fault:
     no fallback can run on it), by its CUDA error code where it has one, else by torch's
     wording of a fault."""
+    if isinstance(error, KernelLaunchError):
+        return error.sticky
     code = cuda_error_code(error)
     if code is not None:
         return code in STICKY_CUDA_ERRORS
-    text = str(error)
-    return "CUDA error" in text or "illegal" in text
+    return is_fault_text(str(error))
 
 
 def _run_kernel_path(data, problem: GroupedProblem, path: str, miss: LayoutMiss | None = None):

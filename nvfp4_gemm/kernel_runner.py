@@ -21,6 +21,7 @@ from .common import warn_once
 from .inputs import GroupedProblem, tensor_fields
 from .schedule import build_tile_schedule, persistent_grid
 from .torch_paths import first_mismatch, run_torch_exact
+from .watchdog import DEFAULT_WATCHDOG_MS, LaunchWatch, WatchdogRecord, WatchSettings, timeout_ns
 
 
 @functools.lru_cache(maxsize=16)
@@ -51,8 +52,8 @@ class KernelBackend:
 
     choose_config(sizes, num_sms) -> config; can_implement(config, sizes) -> (ok, reason);
     tile_shape(config) -> (tile_m, tile_n) along the problem's M and N;
-    compile(config) -> CompiledKernels, one build for every group count (the count is a
-    launch argument); num_desc: descriptors per group;
+    compile(config, watch: WatchSettings) -> CompiledKernels, one build for every group
+    count (the count is a launch argument); num_desc: descriptors per group;
     grid(config, num_tiles, num_sms, device_index) -> CTAs of the persistent launch
     (device_index None: no device, as in the CPU tests);
     schedule(sizes, config, num_sms) -> HostSchedule, where the kernel walks per-CTA work
@@ -61,7 +62,9 @@ class KernelBackend:
     against the exact path (NVFP4_GEMM_SELF_CHECK=1 / 0 overrides it);
     size_class(sizes) -> sizes: the representative of the sizes' class, for which
     choose_config, can_implement and schedule give what they give every member; the
-    runner makes one choice and one schedule per class (None: each sizes its own class).
+    runner makes one choice and one schedule per class (None: each sizes its own class);
+    config_name(config) -> how warnings name a config; fallback: what runs a call the kernel
+    cannot take, in the warnings' words.
     """
 
     name: str
@@ -76,6 +79,8 @@ class KernelBackend:
     self_check: bool = False
     needs_aligned_c: bool = False  # C only through TMA stores (GroupedProblem.c_misaligned)
     size_class: Callable | None = None
+    config_name: Callable = str
+    fallback: str = "the torch path"
 
 
 @dataclasses.dataclass
@@ -83,8 +88,9 @@ class CompiledKernels:
     """Launchers of one compiled config, on torch tensors, on the default CUDA queue.
 
     init(ptrs, sizes, tensormaps): writes the per-group TMA descriptors (once per pointers).
-    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, scratch: SplitKScratch | None)
-    -> launch: binds the kernel arguments once; launch() then runs all groups.
+    prepare(sizes, ptrs, tensormaps, sched: TileSchedule, scratch: SplitKScratch | None,
+    watch: LaunchWatch) -> launch: binds the kernel arguments once; launch() then runs all
+    groups.
     """
 
     init: Callable
@@ -144,6 +150,8 @@ class PointerTable:
     launch: Callable[[], None]
     scratch: SplitKScratch | None = None
     schedule: TileSchedule | None = None
+    config: Any = None
+    record: WatchdogRecord | None = None  # the config's watchdog record (checked before a launch)
 
 
 @dataclasses.dataclass
@@ -219,8 +227,15 @@ class GroupedGemmRunner:
     The self-check (backend.self_check, or NVFP4_GEMM_SELF_CHECK=1): the first launch of
     a config on each problem size is compared with the exact path on that call's inputs.
     A mismatch rejects the config for the process (plan() then returns the reason, and the
-    caller falls back) and the call returns the exact result. It catches wrong numbers,
-    not a hang or a device fault.
+    caller falls back) and the call returns the exact result. It catches wrong numbers.
+
+    The watchdog (watchdog.py) catches a hang: every wait of the kernels gives up after
+    watchdog_ms, and the first to give up writes the config's record (host memory the GPU
+    writes). The self-check reads it once the launch is done; every launch, fast paths
+    included, first reads its flag (without waiting for the GPU). A set record retires the
+    config with one warning naming the wait, and the self-checked call returns the exact
+    result; a later launch that hung is noticed at the next call of its config, which
+    falls back.
 
     Every launch, upload and init kernel goes to the default CUDA queue, as the leaderboard's
     harness runs: an upload or descriptor build is ordered before the launches that read it
@@ -237,7 +252,8 @@ class GroupedGemmRunner:
 
     def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
                  self_check: bool | None = None, device_index: int | None = None,
-                 other_devices: bool = True):
+                 other_devices: bool = True, watch: WatchSettings = WatchSettings(),
+                 watchdog_ms: int = DEFAULT_WATCHDOG_MS):
         self.backend = backend
         self.num_sms = num_sms
         # the CUDA device whose context the kernels live in (None: no device, as in the CPU
@@ -259,6 +275,14 @@ class GroupedGemmRunner:
         # own latest item does; no input)
         self._last_hit: CallEntry | None = None
         self.rejected: dict = {}  # config -> why it is not used again (self-check, launch error)
+        # the watchdog: how kernels are built (WatchSettings), how long a wait may last, one
+        # error record per config, and the sizes of each pointer table's launches by tag
+        self.watch = watch
+        self.watchdog_ms = watchdog_ms
+        self.timeout_ns = timeout_ns(watchdog_ms)
+        self.records: dict = {}
+        self._tag_sizes = LruCache(4 * maxsize)
+        self._last_tag = 0
         self._lock = threading.RLock()  # the slow path's (run may re-enter under a device guard)
 
     @staticmethod
@@ -290,11 +314,14 @@ class GroupedGemmRunner:
             return None
         if entry is None:
             return self.run_same_layout(data)
+        table = entry.table
+        if table.record.tripped:
+            return self._retire_timed_out(table)
         if self._other_device_current():
             with torch.cuda.device(self.device_index):
-                entry.table.launch()
+                table.launch()
         else:
-            entry.table.launch()
+            table.launch()
         return list(entry.outputs)
 
     def _note_hit(self, entry: CallEntry, abc, sfr, sizes) -> None:
@@ -352,6 +379,8 @@ class GroupedGemmRunner:
         table = None if table_key is None else self.pointers.get(table_key)
         if table is None:
             return LayoutMiss(fields)
+        if table.record.tripped:
+            return self._retire_timed_out(table)
         if self._other_device_current():
             with torch.cuda.device(self.device_index):
                 return self.run_same_layout(data)
@@ -405,7 +434,7 @@ class GroupedGemmRunner:
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
         check = self.self_check and (config, sizes) not in self.checked
-        compiled = self.compiled.get_or_create(config, lambda: b.compile(config))
+        compiled = self.compiled.get_or_create(config, lambda: b.compile(config, self.watch))
         key = self.size_class(sizes)
         sched = self.schedules.get_or_create(
             (key, config), lambda: self._make_schedule(key, config, problem.device)
@@ -414,6 +443,9 @@ class GroupedGemmRunner:
             (config, sizes, ptrs),
             lambda: self._make_table(config, compiled, sched, ptrs, sizes, problem.device),
         )
+        if table.record.tripped:  # an earlier launch of this config gave up
+            self._retire_timed_out(table)
+            raise KernelLaunchError(None, f"{b.name} kernel {b.config_name(config)}", sticky=False)
         try:
             table.launch()
         except KernelLaunchError as e:
@@ -424,7 +456,13 @@ class GroupedGemmRunner:
         outputs = [abc[2] for abc in data[0]]
         if check:
             exact = run_torch_exact(data, problem, [torch.empty_like(c) for c in outputs])
-            wrong = first_mismatch(outputs, exact)
+            wrong = first_mismatch(outputs, exact)  # waits for the launch (and the exact path)
+            if table.record.tripped:  # a wait of this launch gave up: its C is not the answer
+                self._retire_timed_out(table)
+                wrong = None
+                for c, e in zip(outputs, exact):
+                    c.copy_(e)
+                return outputs
             if wrong is not None:
                 self.rejected[config] = f"failed its self-check ({wrong})"
                 warn_once(f"{b.name} kernel {config} failed its self-check on sizes {list(sizes)}: "
@@ -440,6 +478,20 @@ class GroupedGemmRunner:
         if layout is not None:
             self.layouts.put(layout, (config, sizes, ptrs))
         return outputs
+
+    def _retire_timed_out(self, table: PointerTable) -> None:
+        """A wait of a launch of table's config gave up (its watchdog record is set): the
+        config is not launched again, with one warning naming the config, the sizes of that
+        launch where the runner still knows them, and the wait. Returns None: the caller's
+        fast path then hands the call to the slow path, which falls back."""
+        config = table.config
+        if config in self.rejected:
+            return None
+        timeout = table.record.read()
+        sizes = self._tag_sizes.get(timeout.tag)
+        self.rejected[config] = timeout.describe()
+        warn_once(timeout.message(self.backend.config_name(config), sizes, self.backend.fallback))
+        return None
 
     def host_schedule(self, sizes, config) -> HostSchedule:
         b = self.backend
@@ -468,8 +520,14 @@ class GroupedGemmRunner:
                 torch.empty(sched.host.workspace_floats, dtype=torch.float32, device=device),
                 torch.zeros(sched.host.num_flags, dtype=torch.int32, device=device),
             )
-        table = PointerTable(ptr_dev, sizes_dev, tensormaps, None, scratch, sched)
-        table.launch = compiled.prepare(sizes_dev, ptr_dev, tensormaps, sched, scratch)
+        record = self.records.get(config)
+        if record is None:
+            record = self.records[config] = WatchdogRecord(device)
+        self._last_tag += 1
+        self._tag_sizes.put(self._last_tag, sizes)
+        watch = LaunchWatch(record, self._last_tag, self.timeout_ns)
+        table = PointerTable(ptr_dev, sizes_dev, tensormaps, None, scratch, sched, config, record)
+        table.launch = compiled.prepare(sizes_dev, ptr_dev, tensormaps, sched, scratch, watch)
         return table
 
     def _remember_call(self, key, data, table) -> None:

@@ -28,6 +28,7 @@ from .common import (
 )
 from .kernel_runner import CompiledKernels, KernelBackend
 from .schedule import size_class
+from .watchdog import BLOCK_BYTES, LaunchWatch, WaitGuard, WatchSettings, barrier_any, fake_watch_args
 
 SM100_SMEM_CAPACITY = 232448  # bytes of dynamic shared memory one CTA may opt into
 SM100_TMEM_COLUMNS = 512  # tensor memory columns per SM (128 lanes x 32 bit each)
@@ -349,6 +350,14 @@ SM100_NAMED_CONFIGS: dict = {
 }
 
 
+def sm100_config_name(cfg: Sm100Config) -> str:
+    """The SM100_NAMED_CONFIGS name of a config ('swap_2cta_m128n256'), else its own."""
+    for name, named in SM100_NAMED_CONFIGS.items():
+        if named == cfg:
+            return name
+    return cfg.name
+
+
 def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 148) -> Sm100Config:
     cfg = SM100_CONFIG_TABLE.get(sm100_problem_signature(problem_sizes))
     if cfg is None:
@@ -413,11 +422,12 @@ class Sm100BlockScaledGroupedGemm:
     the epilogue.
     """
 
-    def __init__(self, config: Sm100Config):
+    def __init__(self, config: Sm100Config, watch: WatchSettings = WatchSettings()):
         ok, reason = sm100_config_is_legal(config)
         if not ok:
             raise ValueError(f"illegal Sm100Config {config}: {reason}")
         self.cfg = config
+        self.watch = watch
         self.ab_dtype = cutlass.Float4E2M1FN
         self.sf_dtype = cutlass.Float8E4M3FN
         self.c_dtype = cutlass.Float16
@@ -724,8 +734,13 @@ class Sm100BlockScaledGroupedGemm:
         num_tiles: cutlass.Int32,
         num_ctas: cutlass.Int32,
         num_groups: cutlass.Int32,
+        record_ptr: cute.Pointer,
+        claim_ptr: cute.Pointer,
+        launch_tag: cutlass.Int32,
+        timeout_ns: cutlass.Int64,
     ):
-        """Launch the persistent GEMM on `num_ctas` CTAs (a multiple of cta_group)."""
+        """Launch the persistent GEMM on `num_ctas` CTAs (a multiple of cta_group); the last
+        four arguments are the watchdog's (LaunchWatch)."""
         tiled_mma, tiled_mma_sfb, mSizes, mDesc, atoms, tma_tensors = self._launch_setup(
             sizes_ptr, tensormaps_ptr, num_groups
         )
@@ -735,11 +750,13 @@ class Sm100BlockScaledGroupedGemm:
 
         @cute.struct
         class SharedStorage:
-            ab_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_ab_stage]
-            ab_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_ab_stage]
-            acc_full_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
-            acc_empty_mbar: cute.struct.MemRange[cutlass.Int64, self.num_acc_stage]
+            # each pipeline's full and empty barriers, then the watchdog's stage numbers
+            ab_mbar: cute.struct.MemRange[cutlass.Int64, 4 * self.num_ab_stage]
+            acc_mbar: cute.struct.MemRange[cutlass.Int64, 4 * self.num_acc_stage]
             tmem_dealloc_mbar: cutlass.Int64
+            # the MMA warp's last tcgen05 operations are done (its teardown commit)
+            mma_done_mbar: cutlass.Int64
+            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's block
             tmem_holding_buf: cutlass.Int32
             # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
             sC: cute.struct.Align[
@@ -792,6 +809,7 @@ class Sm100BlockScaledGroupedGemm:
             mSched,
             mDesc,
             num_tiles,
+            (record_ptr, claim_ptr, launch_tag, timeout_ns),
         ).launch(
             grid=(num_ctas, 1, 1),
             block=[self.threads_per_cta, 1, 1],
@@ -813,6 +831,7 @@ class Sm100BlockScaledGroupedGemm:
         mSched: cute.Tensor,
         mDesc: cute.Tensor,
         num_tiles: cutlass.Int32,
+        watch_args: tuple,
     ):
         lay = Sm100KernelLayouts(*layouts)
         tma_atom_a, tma_atom_b, tma_atom_sfa, tma_atom_sfb, tma_atom_c = atoms
@@ -833,10 +852,21 @@ class Sm100BlockScaledGroupedGemm:
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
+        # the watchdog's block, ordered before any wait by the CTA barrier (the clusters'
+        # barriers below are relaxed: they order the mbarrier inits, not plain stores)
+        guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), (
+            (("sm100.tma.empty", "sm100.tma.tail", "sm100.mma.full"), storage.ab_mbar.data_ptr(),
+             self.num_ab_stage),
+            (("sm100.mma.acc_empty", "sm100.mma.tail", "sm100.epilogue.acc_full"), storage.acc_mbar.data_ptr(),
+             self.num_acc_stage),
+        ))
+        if cutlass.const_expr(self.watch.enabled):
+            guard.start(tidx == 0, watch_args)
+            cute.arch.sync_threads()
 
         # TMA warp -> MMA warp: the leader's barrier counts both CTAs' TMA bytes
         ab_pipeline = pipeline.PipelineTmaUmma.create(
-            barrier_storage=storage.ab_full_mbar.data_ptr(),
+            barrier_storage=storage.ab_mbar.data_ptr(),
             num_stages=self.num_ab_stage,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(
@@ -847,7 +877,7 @@ class Sm100BlockScaledGroupedGemm:
         )
         # MMA warp -> epilogue warps of both CTAs (one elected thread per warp releases)
         acc_pipeline = pipeline.PipelineUmmaAsync.create(
-            barrier_storage=storage.acc_full_mbar.data_ptr(),
+            barrier_storage=storage.acc_mbar.data_ptr(),
             num_stages=self.num_acc_stage,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(
@@ -860,6 +890,11 @@ class Sm100BlockScaledGroupedGemm:
                 with cute.arch.elect_one():
                     # the peer's epilogue warp 0 arrives once it no longer reads TMEM
                     cute.arch.mbarrier_init(storage.tmem_dealloc_mbar.ptr, 32)
+        if cutlass.const_expr(self.watch.enabled):
+            if warp_idx == self.tma_warp_id:
+                with cute.arch.elect_one():
+                    # one tcgen05.commit of the (leader's) MMA warp, multicast to the pair
+                    cute.arch.mbarrier_init(storage.mma_done_mbar.ptr, 1)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_shape_mn, is_relaxed=True)
 
         # (MMA, MMA_M, MMA_K, STAGE)
@@ -919,6 +954,7 @@ class Sm100BlockScaledGroupedGemm:
 
         if warp_idx == self.tma_warp_id:
             self.load(
+                guard,
                 lay,
                 ab_pipeline,
                 tma_atom_a,
@@ -944,6 +980,7 @@ class Sm100BlockScaledGroupedGemm:
             )
         if warp_idx == self.mma_warp_id:
             self.mma(
+                guard,
                 lay,
                 tiled_mma,
                 ab_pipeline,
@@ -954,6 +991,7 @@ class Sm100BlockScaledGroupedGemm:
                 sSFB,
                 tCtAcc_fake,
                 storage.tmem_holding_buf.ptr,
+                storage.mma_done_mbar.ptr,
                 is_leader_cta,
                 mSizes,
                 mSched,
@@ -963,6 +1001,7 @@ class Sm100BlockScaledGroupedGemm:
             )
         if warp_idx < self.mma_warp_id:
             self.epilogue(
+                guard,
                 lay,
                 tidx,
                 warp_idx,
@@ -973,6 +1012,7 @@ class Sm100BlockScaledGroupedGemm:
                 tCtAcc_fake,
                 storage.tmem_holding_buf.ptr,
                 storage.tmem_dealloc_mbar.ptr,
+                storage.mma_done_mbar.ptr,
                 cta_rank_in_cluster,
                 mSizes,
                 mSched,
@@ -995,6 +1035,7 @@ class Sm100BlockScaledGroupedGemm:
     @cute.jit
     def load(
         self,
+        guard,
         lay: Sm100KernelLayouts,
         ab_pipeline,
         tma_atom_a: cute.CopyAtom,
@@ -1101,29 +1142,97 @@ class Sm100BlockScaledGroupedGemm:
 
             producer_state.reset_count()
             peek_empty = cutlass.Boolean(1)
-            if producer_state.count < k_tiles:
-                peek_empty = ab_pipeline.producer_try_acquire(producer_state)
+            if cutlass.const_expr(not guard.enabled):
+                if producer_state.count < k_tiles:
+                    peek_empty = ab_pipeline.producer_try_acquire(producer_state)
             for _k in cutlass.range(0, k_tiles, 1, unroll=1):
-                ab_pipeline.producer_acquire(producer_state, peek_empty)
+                ok = self.acquire_stage(guard, ab_pipeline, producer_state, peek_empty, t,
+                                        (t == cluster_idx) & (producer_state.count == 0))
                 full_bar = ab_pipeline.producer_get_barrier(producer_state)
                 k = producer_state.count
                 s = producer_state.index
-                for (atom, gTile, sStages, mask, _), desc in zip(operands, descs):
-                    cute.copy(
-                        atom,
-                        gTile[(None, k)],
-                        sStages[(None, s)],
-                        tma_bar_ptr=full_bar,
-                        mcast_mask=mask,
-                        tma_desc_ptr=manager.get_tensormap_ptr(desc, cute.AddressSpace.generic),
-                    )
+                if ok != 0:
+                    for (atom, gTile, sStages, mask, _), desc in zip(operands, descs):
+                        cute.copy(
+                            atom,
+                            gTile[(None, k)],
+                            sStages[(None, s)],
+                            tma_bar_ptr=full_bar,
+                            mcast_mask=mask,
+                            tma_desc_ptr=manager.get_tensormap_ptr(desc, cute.AddressSpace.generic),
+                        )
                 producer_state.advance()
-                peek_empty = cutlass.Boolean(1)
-                if producer_state.count < k_tiles:
-                    peek_empty = ab_pipeline.producer_try_acquire(producer_state)
-            t += num_clusters
+                if cutlass.const_expr(not guard.enabled):
+                    peek_empty = cutlass.Boolean(1)
+                    if producer_state.count < k_tiles:
+                        peek_empty = ab_pipeline.producer_try_acquire(producer_state)
+            t = self.next_tile(guard, t, num_clusters, num_tiles)
         # keep the CTA alive until the MMA warp released every stage it was sent
-        ab_pipeline.producer_tail(producer_state)
+        self.stages_tail(guard, ab_pipeline, producer_state, "sm100.tma.tail", num_tiles)
+        guard.report(cute.arch.lane_idx() == 0)
+
+    # ----------------------------------------------------------------- watchdog
+    @cute.jit
+    def next_tile(self, guard, t, num_clusters, num_tiles):
+        """The role's next schedule row; with the watchdog, past the last one once the CTA
+        gave up (the role leaves its loop)."""
+        t = t + num_clusters
+        if cutlass.const_expr(guard.enabled):
+            if guard.aborted() != 0:
+                t = num_tiles
+        return t
+
+    def wait(self, guard, *args, **kwargs):
+        """guard.wait (WaitGuard): called through the kernel, since the DSL carries through a
+        dynamic loop every object whose method the loop body calls."""
+        return guard.wait(*args, **kwargs)
+
+    def aborted(self, guard):
+        return guard.aborted()
+
+    @cute.jit
+    def fault(self, guard, name: str, here, cta: int = 0):
+        """Where the watchdog's fault of wait site `name` is injected (WatchSettings.inject):
+        Int32 1 in CTA `cta` where `here` holds, else 0; None (static) in every other build."""
+        if cutlass.const_expr(not guard.injects(name)):
+            return None
+        bidx, _, _ = cute.arch.block_idx()
+        return Int32((bidx == cta) & here)
+
+    @cute.jit
+    def acquire_stage(self, guard, ab_pipeline, state, peek, tile, first):
+        """Waits until stage `state` is empty, then (leader CTA) arms its full barrier with
+        both CTAs' byte count. Returns whether to issue the stage's loads: always without the
+        watchdog; with it, only while the wait completed and the CTA has not given up (a CTA
+        must not leave its SM with a TMA write into its shared memory in flight). first
+        (injected sm100.mma.full builds): the CTA's first stage, which then expects 16 bytes
+        more than its loads bring."""
+        ok = Int32(1)
+        if cutlass.const_expr(not guard.enabled):
+            ab_pipeline.producer_acquire(state, peek)
+        else:
+            ok = guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
+                            "sm100.tma.empty", tile, state.count, check_abort=True)
+            tx = Int32(self.num_tma_load_bytes)
+            extra = self.fault(guard, "sm100.mma.full", first)
+            if cutlass.const_expr(extra is not None):
+                tx = tx + 16 * extra
+            if (ok != 0) & ab_pipeline.is_leader_cta:
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_arrive_and_expect_tx(ab_pipeline.producer_get_barrier(state), tx)
+        return ok
+
+    @cute.jit
+    def stages_tail(self, guard, ab_pipeline, state, site: str, num_tiles):
+        """The TMA warp's tail: the MMA warp released every stage this warp filled (its
+        commits must not land on a barrier of a CTA that left)."""
+        if cutlass.const_expr(not guard.enabled):
+            ab_pipeline.producer_tail(state)
+        else:
+            for i in cutlass.range_constexpr(self.num_ab_stage):
+                guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase, site,
+                           num_tiles, Int32(i))
+                state.advance()
 
     # ----------------------------------------------------------------- MMA warp
     def _s2t_copy_and_partition(self, sSF: cute.Tensor, tSF: cute.Tensor):
@@ -1146,6 +1255,7 @@ class Sm100BlockScaledGroupedGemm:
     @cute.jit
     def mma(
         self,
+        guard,
         lay: Sm100KernelLayouts,
         tiled_mma: cute.TiledMma,
         ab_pipeline,
@@ -1156,6 +1266,7 @@ class Sm100BlockScaledGroupedGemm:
         sSFB: cute.Tensor,
         tCtAcc_fake: cute.Tensor,
         tmem_holding_ptr,
+        mma_done_ptr,
         is_leader_cta,
         mSizes: cute.Tensor,
         mSched: cute.Tensor,
@@ -1227,15 +1338,26 @@ class Sm100BlockScaledGroupedGemm:
             tCtAcc = tCtAcc_base[(None, None, None, acc_state.index)]
             consumer_state.reset_count()
             peek_full = cutlass.Boolean(1)
-            if consumer_state.count < k_tiles and is_leader_cta:
-                peek_full = ab_pipeline.consumer_try_wait(consumer_state)
+            if cutlass.const_expr(not guard.enabled):
+                if consumer_state.count < k_tiles and is_leader_cta:
+                    peek_full = ab_pipeline.consumer_try_wait(consumer_state)
+            first_tile = t == cluster_idx
+            last_tile = t + num_clusters >= num_tiles
             if is_leader_cta:
-                acc_pipeline.producer_acquire(acc_state)
+                if cutlass.const_expr(not guard.enabled):
+                    acc_pipeline.producer_acquire(acc_state)
+                else:
+                    self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index), acc_state.phase,
+                               "sm100.mma.acc_empty", t, Int32(0))
             # the first MMA of a tile must overwrite the TMEM accumulator
             tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
             for _k in cutlass.range(0, k_tiles, 1, unroll=1):
                 if is_leader_cta:
-                    ab_pipeline.consumer_wait(consumer_state, peek_full)
+                    if cutlass.const_expr(not guard.enabled):
+                        ab_pipeline.consumer_wait(consumer_state, peek_full)
+                    else:
+                        self.wait(guard, ab_pipeline.sync_object_full.get_barrier(consumer_state.index),
+                                   consumer_state.phase, "sm100.mma.full", t, consumer_state.count)
                     s2t_stage = (None, None, None, None, consumer_state.index)
                     cute.copy(copy_s2t_sfa, tCsSFA_s2t[s2t_stage], tCtSFA_s2t)
                     cute.copy(copy_s2t_sfb, tCsSFB_s2t[s2t_stage], tCtSFB_s2t)
@@ -1246,22 +1368,79 @@ class Sm100BlockScaledGroupedGemm:
                         cute.gemm(tiled_mma, tCtAcc, tCrA[kb_coord], tCrB[kb_coord], tCtAcc)
                         tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
                     # tcgen05.commit frees the stage once these MMAs have read it
-                    ab_pipeline.consumer_release(consumer_state)
+                    fault = self.release_fault(guard, first_tile, last_tile, consumer_state.count, k_tiles)
+                    if cutlass.const_expr(fault is None):
+                        ab_pipeline.consumer_release(consumer_state)
+                    elif fault == 0:
+                        ab_pipeline.consumer_release(consumer_state)
                 consumer_state.advance()
-                peek_full = cutlass.Boolean(1)
-                if consumer_state.count < k_tiles:
-                    if is_leader_cta:
-                        peek_full = ab_pipeline.consumer_try_wait(consumer_state)
+                if cutlass.const_expr(not guard.enabled):
+                    peek_full = cutlass.Boolean(1)
+                    if consumer_state.count < k_tiles:
+                        if is_leader_cta:
+                            peek_full = ab_pipeline.consumer_try_wait(consumer_state)
             if is_leader_cta:
-                acc_pipeline.producer_commit(acc_state)
+                fault = self.fault(guard, "sm100.epilogue.acc_full", first_tile)
+                if cutlass.const_expr(fault is None):
+                    acc_pipeline.producer_commit(acc_state)
+                elif fault == 0:
+                    acc_pipeline.producer_commit(acc_state)
             acc_state.advance()
-            t += num_clusters
-        acc_pipeline.producer_tail(acc_state)
+            t = self.next_tile(guard, t, num_clusters, num_tiles)
+        if cutlass.const_expr(not guard.enabled):
+            acc_pipeline.producer_tail(acc_state)
+        else:
+            # the epilogue released the last accumulator (as producer_tail), then every
+            # tcgen05 operation of this warp is done before the epilogue frees TMEM: a
+            # commit (the pair's with 2-CTA MMAs) on the teardown barrier
+            if is_leader_cta:
+                for _ in cutlass.range_constexpr(self.num_acc_stage - 1):
+                    acc_state.advance()
+                self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index), acc_state.phase,
+                           "sm100.mma.tail", num_tiles, Int32(0))
+                fault = self.fault(guard, "sm100.teardown.mma_done", True)
+                with cute.arch.elect_one():
+                    if cutlass.const_expr(fault is None):
+                        self.commit_to(acc_pipeline, mma_done_ptr)
+                    elif fault == 0:
+                        self.commit_to(acc_pipeline, mma_done_ptr)
+            guard.report(cute.arch.lane_idx() == 0)
+
+    @cute.jit
+    def release_fault(self, guard, first_tile, last_tile, k, k_tiles):
+        """The injected fault of the MMA warp's release of k-block k: the first one of the
+        CTA (sm100.tma.empty) or its last (sm100.tma.tail); None in other builds."""
+        fault = None
+        if cutlass.const_expr(guard.injects("sm100.tma.empty")):
+            fault = self.fault(guard, "sm100.tma.empty", first_tile & (k == 0))
+        if cutlass.const_expr(guard.injects("sm100.tma.tail")):
+            fault = self.fault(guard, "sm100.tma.tail", last_tile & (k == k_tiles - 1))
+        return fault
+
+    @cute.jit
+    def acc_release_fault(self, guard, first_tile, last_tile):
+        """The injected fault of the epilogue's release of an accumulator: of the CTA's first
+        tile (sm100.mma.acc_empty) or its last (sm100.mma.tail); None in other builds."""
+        fault = None
+        if cutlass.const_expr(guard.injects("sm100.mma.acc_empty")):
+            fault = self.fault(guard, "sm100.mma.acc_empty", first_tile)
+        if cutlass.const_expr(guard.injects("sm100.mma.tail")):
+            fault = self.fault(guard, "sm100.mma.tail", last_tile)
+        return fault
+
+    def commit_to(self, acc_pipeline, mbar_ptr):
+        """tcgen05.commit of this thread's earlier tcgen05 operations to mbar_ptr, multicast
+        to the CTA pair as the accumulator commits are (in an elect_one block)."""
+        if acc_pipeline.producer_mask is None:
+            tcgen05.commit(mbar_ptr)
+        else:
+            tcgen05.commit(mbar_ptr, acc_pipeline.producer_mask, acc_pipeline.cta_group)
 
     # ----------------------------------------------------------------- epilogue warps
     @cute.jit
     def epilogue(
         self,
+        guard,
         lay: Sm100KernelLayouts,
         tidx: cutlass.Int32,
         warp_idx: cutlass.Int32,
@@ -1272,6 +1451,7 @@ class Sm100BlockScaledGroupedGemm:
         tCtAcc_fake: cute.Tensor,
         tmem_holding_ptr,
         tmem_dealloc_mbar_ptr,
+        mma_done_ptr,
         cta_rank_in_cluster,
         mSizes: cute.Tensor,
         mSched: cute.Tensor,
@@ -1365,7 +1545,11 @@ class Sm100BlockScaledGroupedGemm:
             tTR_tAcc = cute.group_modes(
                 tTR_tAcc_base[(None, None, None, None, None, acc_state.index)], 3, 5
             )
-            acc_pipeline.consumer_wait(acc_state)
+            if cutlass.const_expr(not guard.enabled):
+                acc_pipeline.consumer_wait(acc_state)
+            else:
+                self.wait(guard, acc_pipeline.sync_object_full.get_barrier(acc_state.index), acc_state.phase,
+                           "sm100.epilogue.acc_full", t, Int32(0))
             num_subtiles = cute.size(tTR_tAcc.shape, mode=[3])
             for sub in cutlass.range(num_subtiles):
                 cute.copy(tiled_copy_t2r, tTR_tAcc[(None, None, None, sub)], tTR_rAcc)
@@ -1395,21 +1579,41 @@ class Sm100BlockScaledGroupedGemm:
             # is asynchronous, so wait::ld must retire this warp's TMEM reads before the
             # MMA warp may overwrite the stage
             cute.arch.fence_view_async_tmem_load()
+            fault = self.acc_release_fault(guard, t == cluster_idx, t + num_clusters >= num_tiles)
             with cute.arch.elect_one():
-                acc_pipeline.consumer_release(acc_state)
+                if cutlass.const_expr(fault is None):
+                    acc_pipeline.consumer_release(acc_state)
+                elif fault == 0:
+                    acc_pipeline.consumer_release(acc_state)
             acc_state.advance()
-            t += num_clusters
+            t = t + num_clusters
+            if cutlass.const_expr(guard.enabled):
+                # leave together: the four warps meet at the EPILOGUE barrier in every tile
+                if barrier_any(int(Sm100Barrier.EPILOGUE), num_epi_threads, self.aborted(guard)) != 0:
+                    t = num_tiles
 
         if warp_idx == self.epilog_warp_ids[0]:
             cute.arch.relinquish_tmem_alloc_permit(is_two_cta=self.use_2cta)
         cute.arch.barrier(barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads)
         if warp_idx == self.epilog_warp_ids[0]:
+            if cutlass.const_expr(guard.enabled):
+                # every tcgen05 operation that writes this CTA's TMEM is done (the MMA warp's
+                # teardown commit): also where the CTA gave up with MMAs in flight
+                self.wait(guard, mma_done_ptr, Int32(0), "sm100.teardown.mma_done", num_tiles, Int32(0))
             if cutlass.const_expr(self.use_2cta):
                 # the pair's MMAs write both CTAs' TMEM: free only when the peer is done too
-                cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
-                cute.arch.mbarrier_wait(tmem_dealloc_mbar_ptr, 0)
+                fault = self.fault(guard, "sm100.teardown.peer", True, cta=1)
+                if cutlass.const_expr(fault is None):
+                    cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
+                elif fault == 0:
+                    cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
+                if cutlass.const_expr(not guard.enabled):
+                    cute.arch.mbarrier_wait(tmem_dealloc_mbar_ptr, 0)
+                else:
+                    self.wait(guard, tmem_dealloc_mbar_ptr, Int32(0), "sm100.teardown.peer", num_tiles, Int32(0))
             cute.arch.dealloc_tmem(acc_tmem_ptr, self.num_tmem_alloc_cols, is_two_cta=self.use_2cta)
         c_pipeline.producer_tail()
+        guard.report(tidx == 0)
 
 
 # Compilation (works without a GPU: fake pointers)
@@ -1419,11 +1623,11 @@ def sm100_can_implement(config: Sm100Config, sizes) -> tuple[bool, str]:
     return Sm100BlockScaledGroupedGemm.can_implement(config, sizes)
 
 
-def compile_sm100(config: Sm100Config) -> CompiledKernels:
-    """Compiles the descriptor-init and GEMM kernels of a config for sm_100a; one build
-    serves every group count (a launch argument of both). (Without a GPU,
-    CUTE_DSL_ARCH=sm_100a selects the target.)"""
-    kernel = Sm100BlockScaledGroupedGemm(config)
+def compile_sm100(config: Sm100Config, watch: WatchSettings = WatchSettings()) -> CompiledKernels:
+    """Compiles the descriptor-init and GEMM kernels of a config for sm_100a, with the
+    watchdog as `watch` says; one build serves every group count (a launch argument of
+    both). (Without a GPU, CUTE_DSL_ARCH=sm_100a selects the target.)"""
+    kernel = Sm100BlockScaledGroupedGemm(config, watch)
     desc_align = SM100_DESC_BYTES
     init_fn = cute.compile(
         kernel.init_descriptors,
@@ -1433,7 +1637,7 @@ def compile_sm100(config: Sm100Config) -> CompiledKernels:
     gemm_fn = cute.compile(
         kernel,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, desc_align),
-        Int32(1), Int32(config.cta_group), Int32(1),
+        Int32(1), Int32(config.cta_group), Int32(1), *fake_watch_args(),
     )
 
     def init(ptrs, sizes, tensormaps):
@@ -1442,11 +1646,11 @@ def compile_sm100(config: Sm100Config) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sizes.shape[0]),
         )
 
-    def prepare(sizes, ptrs, tensormaps, sched, scratch):
+    def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
         args = (
             device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
             device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.host.num_tiles),
-            Int32(sched.host.grid), Int32(sizes.shape[0]),
+            Int32(sched.host.grid), Int32(sizes.shape[0]), *watch.args(),
         )
         return bind_launch(gemm_fn, args)
 
@@ -1466,4 +1670,6 @@ def sm100_backend() -> KernelBackend:
         self_check=True,
         needs_aligned_c=True,
         size_class=sm100_size_class,
+        config_name=sm100_config_name,
+        fallback="torch._scaled_mm",
     )

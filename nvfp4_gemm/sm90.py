@@ -34,6 +34,7 @@ from .ptx import (
     tma_store_2d,
 )
 from .schedule import RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL
+from .watchdog import BLOCK_BYTES, LaunchWatch, WaitGuard, WatchSettings, fake_watch_args
 from .sm90_config import (
     SM90_CONSUMERS_BARRIER,
     SM90_DECODE_K,
@@ -176,9 +177,10 @@ class Sm90Fp4GroupedGemm:
     the flag, stores C). k_range_units explains why the waits cannot deadlock.
     """
 
-    def __init__(self, config: Sm90Config):
+    def __init__(self, config: Sm90Config, watch: WatchSettings = WatchSettings()):
         assert sm90_config_is_legal(config), config
         self.cfg = config
+        self.watch = watch
         self.tile_m = config.tile_m
         self.tile_n = config.tile_n
         self.blocks = config.blocks
@@ -330,14 +332,20 @@ class Sm90Fp4GroupedGemm:
         num_ctas: Int32,
         unit_stride: Int32,
         num_groups: Int32,
+        record_ptr: cute.Pointer,
+        claim_ptr: cute.Pointer,
+        launch_tag: Int32,
+        timeout_ns: Int64,
     ):
         tiled_mma = self._tiled_mma(self.tile_m)
         sT_layout = self._token_layout()  # tokens: wgmma B
 
         @cute.struct
         class SharedStorage:
-            mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            tbar: cute.struct.MemRange[cutlass.Int64, self.token_buffers * 2]
+            # each pipeline's full and empty barriers, then the watchdog's stage numbers
+            mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 4]
+            tbar: cute.struct.MemRange[cutlass.Int64, self.token_buffers * 4]
+            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's block
             sDecT: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
@@ -361,6 +369,7 @@ class Sm90Fp4GroupedGemm:
         self.kernel(
             tiled_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
             partials_ptr, flags_ptr, unit_stride, num_groups,
+            (record_ptr, claim_ptr, launch_tag, timeout_ns),
         ).launch(
             grid=[num_ctas, 1, 1],
             block=[self.cfg.threads, 1, 1],
@@ -382,6 +391,7 @@ class Sm90Fp4GroupedGemm:
         flags_ptr: cute.Pointer,
         unit_stride: Int32,
         num_groups: Int32,
+        watch_args: tuple,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -390,6 +400,13 @@ class Sm90Fp4GroupedGemm:
 
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
+        # the watchdog's block, before the barrier that the pipelines' creation ends with
+        guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), (
+            (("sm90.producer.empty", "sm90.producer.tail", "sm90.consumer.full"), storage.mbar.data_ptr(),
+             self.stages),
+            (("sm90.consumer.tokens",), storage.tbar.data_ptr(), self.token_buffers),
+        ))
+        guard.start(tidx == 0, watch_args)
         # packed stages: TMA -> consumers; every consumer thread arrives on the empty
         # barrier after its own reads of the stage (release_stage)
         ab_pipeline = pipeline.PipelineTmaAsync.create(
@@ -433,10 +450,10 @@ class Sm90Fp4GroupedGemm:
         if warp_idx >= self.producer_warp:
             cute.arch.warpgroup_reg_dealloc(producer_regs)
             if warp_idx == self.producer_warp:
-                self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
+                self.producer(guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
         else:
             cute.arch.warpgroup_reg_alloc(consumer_regs)
-            self.consumer(tidx, tiled_mma, sT_layout, storage, ab_pipeline,
+            self.consumer(guard, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
     @cute.jit
@@ -458,16 +475,77 @@ class Sm90Fp4GroupedGemm:
             prefetch_l1(ptrs_ptr.toint() + Int64(line) * 128)
 
     @cute.jit
-    def release_stage(self, ab_pipeline, state):
+    def release_stage(self, ab_pipeline, state, fault=None):
         """This thread's reads of the packed stage are done (their values are in registers):
         arrive on the stage's empty barrier. Every thread arrives, not one lane per warp
         after a warp sync, so each read is ordered before the producer's refill by the
         thread's own arrive (compute-sanitizer's racecheck does not credit bar.warp.sync
-        and reported the lane-0 form as WAR hazards)."""
-        cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
+        and reported the lane-0 form as WAR hazards). fault (injected builds only): nonzero
+        leaves the arrive out."""
+        if cutlass.const_expr(fault is None):
+            cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
+        elif fault == 0:
+            cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
 
     @cute.jit
-    def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):
+    def fault(self, guard, name: str, here):
+        """Where the watchdog's fault of wait site `name` is injected (WatchSettings.inject):
+        Int32 1 in CTA 0 where `here` holds, else 0; None (static) in every other build."""
+        if cutlass.const_expr(not guard.injects(name)):
+            return None
+        bidx, _, _ = cute.arch.block_idx()
+        return Int32((bidx == 0) & here)
+
+    @cute.jit
+    def release_fault(self, guard, tidx, u, kb, k_tiles, ends):
+        """The injected fault of a consumer's release of K-tile kb of unit u (ends: the CTA's
+        first and last unit): thread 0 leaves out its release of the first one
+        (sm90.producer.empty) or of the last one (sm90.producer.tail); None in other builds."""
+        fault = None
+        if cutlass.const_expr(guard.injects("sm90.producer.empty")):
+            fault = self.fault(guard, "sm90.producer.empty", (tidx == 0) & (u == ends[0]) & (kb == 0))
+        if cutlass.const_expr(guard.injects("sm90.producer.tail")):
+            fault = self.fault(guard, "sm90.producer.tail", (tidx == 0) & (u == ends[1]) & (kb == k_tiles - 1))
+        return fault
+
+    @cute.jit
+    def acquire_stage(self, guard, ab_pipeline, state, is_leader, u, kb, first):
+        """Waits until stage `state` is empty, then arms its full barrier with the stage's
+        byte count; returns the TMA issues' predicate: the leader lane, and with the watchdog
+        only while the wait completed and the CTA has not given up (after that no load is
+        issued: a CTA must not leave its SM with a TMA write into its shared memory in
+        flight). first (injected sm90.consumer.full builds): the CTA's first stage, which
+        then expects 16 bytes more than its loads bring."""
+        issue = is_leader
+        if cutlass.const_expr(not guard.enabled):
+            ab_pipeline.producer_acquire(state)
+        else:
+            ok = guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
+                            "sm90.producer.empty", u, kb, check_abort=True)
+            tx = Int32(self.tx_bytes)
+            extra = self.fault(guard, "sm90.consumer.full", first)
+            if cutlass.const_expr(extra is not None):
+                tx = tx + 16 * extra
+            if ok != 0:
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_arrive_and_expect_tx(ab_pipeline.producer_get_barrier(state), tx)
+            issue = is_leader & ok
+        return issue
+
+    @cute.jit
+    def producer_tail(self, guard, ab_pipeline, state, last_u):
+        """Keeps the CTA until the consumers released every stage the producer filled (their
+        arrives must not land on a barrier of a CTA that left)."""
+        if cutlass.const_expr(not guard.enabled):
+            ab_pipeline.producer_tail(state)
+        else:
+            for i in cutlass.range_constexpr(self.stages):
+                guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
+                           "sm90.producer.tail", last_u, Int32(i))
+                state.advance()
+
+    @cute.jit
+    def producer(self, guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):
         lane = cute.arch.lane_idx()
         is_leader = Int32(0)
         if lane == 0:
@@ -509,30 +587,32 @@ class Sm90Fp4GroupedGemm:
                 for b in range(self.cfg.sf_blocks)
             ]
             for kt in cutlass.range(mUnits[3, u], mUnits[4, u], unroll=1):
-                ab_pipeline.producer_acquire(state)
+                issue = self.acquire_stage(guard, ab_pipeline, state, is_leader, u, kt - mUnits[3, u],
+                                           (u == span[0]) & (kt == mUnits[3, u]))
                 mbar = ab_pipeline.producer_get_barrier(state).toint()
                 s = state.index
                 kb = kt * self.row_bytes
-                tma_load_2d(sA0 + s * self.a_stage_bytes, desc_a, kb, row_a, mbar, is_leader)
-                tma_load_2d(sB0 + s * self.b_stage_bytes, desc_b, kb, row_b, mbar, is_leader)
+                tma_load_2d(sA0 + s * self.a_stage_bytes, desc_a, kb, row_a, mbar, issue)
+                tma_load_2d(sB0 + s * self.b_stage_bytes, desc_b, kb, row_b, mbar, issue)
                 koff = Int64(kt) * (2 * SF_ATOM_BYTES)
                 if cutlass.const_expr(self.cfg.sfa_blocks > 1):
                     for b in cutlass.range_constexpr(self.cfg.sfa_blocks):
                         bulk_load(sSFA0 + s * self.sfa_stage_bytes + b * 2 * SF_ATOM_BYTES,
-                                  sfa_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, is_leader)
+                                  sfa_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, issue)
                 else:
                     bulk_load(sSFA0 + s * self.sfa_stage_bytes, sfa_src + koff, self.sfa_stage_bytes,
-                              mbar, is_leader)
+                              mbar, issue)
                 for b in cutlass.range_constexpr(self.cfg.sf_blocks):
                     bulk_load(sSFB0 + s * self.sfb_stage_bytes + b * 2 * SF_ATOM_BYTES,
-                              sfb_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, is_leader)
+                              sfb_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, issue)
                 ab_pipeline.producer_commit(state)
                 state.advance()
-        ab_pipeline.producer_tail(state)
+        self.producer_tail(guard, ab_pipeline, state, span[-1] - 1)
+        guard.report(lane == 0)
 
     # ---------------- consumers ----------------
     @cute.jit
-    def consumer(self, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
+    def consumer(self, guard, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                  tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split):
         sT = storage.sDecT.get_tensor(sT_layout.outer, swizzle=sT_layout.inner)
         # ahead: the packed stage of the next K-tile (its tokens are decoded and its weights
@@ -552,11 +632,12 @@ class Sm90Fp4GroupedGemm:
                 sT_p = cute.local_tile(sT, (rows, SM90_DECODE_K, 2 * self.token_buffers), (0, 0, 0))
             operands = self.mma_operands(mma, sT_p, tidx, rows)
             for u in cutlass.range(span[p], span[p + 1], unroll=1):
-                states = self.consume_tile(u, rows, tidx, mma, *operands, storage,
+                states = self.consume_tile(guard, u, rows, tidx, mma, *operands, storage,
                                            ab_pipeline, tok_pipeline, states, mSizes, mPtrs,
-                                           mUnits, tmaps_ptr, split, span[-1] - 1)
+                                           mUnits, tmaps_ptr, split, (span[0], span[-1] - 1))
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
+        guard.report(tidx == 0)
 
     @cute.jit
     def mma_operands(self, tiled_mma, sT, tidx, tokens: int):
@@ -577,11 +658,11 @@ class Sm90Fp4GroupedGemm:
         return tCrT, tCrW, tCrW32, tCcC, acc
 
     @cute.jit
-    def consume_tile(self, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
+    def consume_tile(self, guard, u, rows: int, tidx, tiled_mma, tCrT, tCrW, tCrW32, tCcC, acc,
                      storage, ab_pipeline, tok_pipeline, states, mSizes, mPtrs, mUnits, tmaps_ptr,
-                     split, last_u):
+                     split, ends):
         """The K-tiles of work unit u with `rows` (static) decoded token rows, then its
-        epilogue (or, split-K, its partial sums); last_u is the CTA's last unit, whose C
+        epilogue (or, split-K, its partial sums); ends: the CTA's first and last unit, whose C
         the epilogue stores without the TMA (store_box_vectors). Returns the pipeline states: reassigned by
         the caller, that is what makes the DSL carry them through its loop (a mutation
         inside a call is not seen there)."""
@@ -598,32 +679,34 @@ class Sm90Fp4GroupedGemm:
             a.fill(0.0)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         # the first K-tile's tokens and weights, before any wgmma of the tile
-        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+        where = (guard, u, k_tiles, ends)  # for the watchdog's waits and injected faults
+        packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok, where, Int32(-1))
         self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
-        self.publish_tokens(tok_pipeline, tok_w)
+        self.publish_tokens(tok_pipeline, tok_w,
+                            self.fault(guard, "sm90.consumer.tokens", (tidx == 0) & (u == ends[0])))
         tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
-        self.release_stage(ab_pipeline, ahead)
+        self.release_stage(ab_pipeline, ahead, self.release_fault(guard, tidx, u, Int32(0), k_tiles, ends))
         ahead.advance()
         for _kt in cutlass.range(k_tiles - 1, unroll=1):
             ahead, tok_w, tok_r, wm, sc = self.k_tile(
                 True, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
-                ahead, tok_w, tok_r, tok, wgt, wm, sc,
+                ahead, tok_w, tok_r, tok, wgt, wm, sc, where, _kt, tidx,
             )
         ahead, tok_w, tok_r, wm, sc = self.k_tile(
             False, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
-            ahead, tok_w, tok_r, tok, wgt, wm, sc,
+            ahead, tok_w, tok_r, tok, wgt, wm, sc, where, k_tiles - 1, tidx,
         )
         cute.nvgpu.warpgroup.wait_group(0)
-        last = u == last_u
+        last = u == ends[1]
         if cutlass.const_expr(self.cfg.split_k):
             # split-K: both sides of a slot use the same thread -> accumulator map
             role = mUnits[5, u]
             if role == UNIT_PARTIAL:
-                self.store_partial(acc, split, mUnits[6, u], tidx, rows)
+                self.store_partial(acc, split, mUnits[6, u], tidx, rows, self.fault(guard, "sm90.fixup.flag", True))
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_w, last, (split, mUnits[7, u]))
+                                tok_w, last, (split, mUnits[7, u], guard, u))
             else:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
         else:
@@ -642,8 +725,8 @@ class Sm90Fp4GroupedGemm:
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
         base = None
         if cutlass.const_expr(fixup is not None):
-            split, slot = fixup
-            base = self.wait_partial(split, slot, tidx)
+            split, slot, guard, u = fixup
+            base = self.wait_partial(split, slot, tidx, guard, u)
         # the boxes are free: every earlier store of this WG has read its box (the wait,
         # which also orders the element path's reads), and with ring_staging every
         # consumer thread is past its wait_group(0) (the barrier over all of them)
@@ -696,21 +779,24 @@ class Sm90Fp4GroupedGemm:
         return split[1].toint() + Int64(slot * self.wgs + tidx // 128) * 4
 
     @cute.jit
-    def wait_partial(self, split, slot, tidx):
+    def wait_partial(self, split, slot, tidx, guard, u):
         """Wait for slot `slot`'s flag (this WG's half), reset it for the next call (nothing
         else reads it in this grid; the next grid does only after griddepcontrol.wait), and
         return this thread's address in the slot."""
         if tidx % 128 == 0:
             flag = self.flag_addr(split, slot, tidx)
-            seen = ld_acquire_u32(flag)
-            while seen == 0:
+            if cutlass.const_expr(guard.enabled):
+                guard.wait_flag(flag, "sm90.fixup.flag", slot, u, Int32(0))
+            else:
                 seen = ld_acquire_u32(flag)
+                while seen == 0:
+                    seen = ld_acquire_u32(flag)
             st_relaxed_zero(flag)
         cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         return self.partial_addr(split, slot, tidx)
 
     @cute.jit
-    def store_partial(self, acc, split, slot, tidx, rows: int):
+    def store_partial(self, acc, split, slot, tidx, rows: int, fault=None):
         """PARTIAL: this WG's fp32 accumulators -> slot `slot`, then its flag, once all 128
         threads' stores are issued (the barrier, then the release in flag_release).
         (A tile has one PARTIAL: a middle piece that waits, adds and stores, compiled into
@@ -722,7 +808,10 @@ class Sm90Fp4GroupedGemm:
                 v = [acc[b][4 * i + e] for e in range(4)]
                 st_global_v4_f32(dst + b * self.partial_block_bytes + i * 2048, *v)
         cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
-        if tidx % 128 == 0:
+        if cutlass.const_expr(fault is None):
+            if tidx % 128 == 0:
+                flag_release(self.flag_addr(split, slot, tidx))
+        elif (tidx % 128 == 0) & (fault == 0):
             flag_release(self.flag_addr(split, slot, tidx))
 
     @property
@@ -780,14 +869,18 @@ class Sm90Fp4GroupedGemm:
         return TokenShare(trow, group, wpt, live, sm90_token_scale_row(trow, tm, self.tile_m), cgroup * chunks, chunks)
 
     @cute.jit
-    def token_chunks(self, storage, ab_pipeline, ahead, tok):
-        """Waits for stage `ahead`; loads this thread's words of its row's packed chunks
+    def token_chunks(self, storage, ab_pipeline, ahead, tok, where, kb):
+        """Waits for stage `ahead` (K-tile kb + 1 of the unit: kb is the K-loop's counter, which
+        the watchdog's note takes as it is; where: the watchdog's WaitGuard, the unit, its
+        K-tiles and the CTA's first and last unit); loads this thread's words of its row's packed chunks
         (8-byte loads, 4-byte at wpt = 1) and the scale words of the chunks' K-atoms (both,
         or the one of chunks q0 .. q0 + chunks - 1 where fewer than 4), then turns those into
         the f16x2 scale of each chunk's K-block that the words lie in. All loads issue
         before the first conversion, so their latencies overlap."""
         trow, group, wpt, _, srow, q0, chunks = tok
-        ab_pipeline.consumer_wait(ahead)
+        guard, u = where[0], where[1]
+        guard.wait(ab_pipeline.sync_object_full.get_barrier(ahead.index), ahead.phase, "sm90.consumer.full",
+                   u, kb)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
         packed = []
@@ -860,11 +953,14 @@ class Sm90Fp4GroupedGemm:
                  + (key ^ (4 * ((wpt * group + i) % 2) + tt)) * 16 for tt in range(4)] for i in range(wpt)]
 
     @cute.jit
-    def publish_tokens(self, tok_pipeline, tok_w):
+    def publish_tokens(self, tok_pipeline, tok_w, fault=None):
         # the proxy fence orders this thread's generic-proxy token stores before the async
         # proxy's wgmma reads that the full barrier hands them to
         cute.arch.fence_proxy("async.shared", space="cta")
-        tok_pipeline.producer_commit(tok_w)
+        if cutlass.const_expr(fault is None):
+            tok_pipeline.producer_commit(tok_w)
+        elif fault == 0:  # an injected sm90.consumer.tokens fault leaves the arrive out
+            tok_pipeline.producer_commit(tok_w)
 
     @cute.jit
     def load_weights(self, storage, state, wgt):
@@ -890,7 +986,7 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def k_tile(self, with_next: bool, tiled_mma, tCrT, tCrW, tCrW32, acc, storage,
-               ab_pipeline, tok_pipeline, ahead, tok_w, tok_r, tok, wgt, wm, sc):
+               ab_pipeline, tok_pipeline, ahead, tok_w, tok_r, tok, wgt, wm, sc, where, kt, tidx):
         """One K-tile: wgmmas on the weights `wm`, `sc` (loaded a K-tile earlier) and ring
         buffer tok_r's tokens. With `with_next` (static: all but a tile's last K-tile) it
         also decodes stage ahead's tokens into ring buffer tok_w (after the groups of
@@ -901,7 +997,9 @@ class Sm90Fp4GroupedGemm:
         one group after the thread's last token store (group blocks + 1 with 2 words per
         chunk, group 1 with 1: 64 rows and fewer), and no earlier than group mma_depth,
         after a wait_group that left every wgmma of the previous K-tile done (the ring's
-        order argument, class docstring)."""
+        order argument, class docstring). where, kt: the watchdog's (consume_tile) and this
+        K-tile's index in the unit."""
+        guard, u, k_tiles, ends = where
         packed, scales = None, None
         wm_next, sc_next = wm, sc
         # 4 x blocks wgmma groups per K-tile: group g multiplies block g % blocks at k16-steps
@@ -920,7 +1018,8 @@ class Sm90Fp4GroupedGemm:
                 for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
                     tCrW32[f][sm90_fragment_index(h, tt % 2, 0, tt // 2, 1)] = p[tt]
             if cutlass.const_expr(g == 0):
-                tok_pipeline.consumer_wait(tok_r)
+                guard.wait(tok_pipeline.sync_object_full.get_barrier(tok_r.index), tok_r.phase,
+                           "sm90.consumer.tokens", u, kt)
             cute.nvgpu.warpgroup.fence()
             buf = tok_r.index
             for st in cutlass.range_constexpr(2):
@@ -929,10 +1028,11 @@ class Sm90Fp4GroupedGemm:
             cute.nvgpu.warpgroup.commit_group()
             if cutlass.const_expr(with_next):
                 if cutlass.const_expr(g == 0):
-                    packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok)
+                    packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok, where, kt)
                     if cutlass.const_expr(self.cfg.weights_early):
                         wm_next, sc_next = self.load_weights(storage, ahead, wgt)
-                        self.release_stage(ab_pipeline, ahead)
+                        self.release_stage(ab_pipeline, ahead,
+                                           self.release_fault(guard, tidx, u, kt + 1, k_tiles, ends))
                 # this thread's first word after the first group, its second (wpt 2) after
                 # the next word's first group;
                 # the fence and arrive one group after the last store (the stores have
@@ -945,7 +1045,8 @@ class Sm90Fp4GroupedGemm:
                     self.publish_tokens(tok_pipeline, tok_w)
                 if cutlass.const_expr(g == groups - 1 and not self.cfg.weights_early):
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)
-                    self.release_stage(ab_pipeline, ahead)
+                    self.release_stage(ab_pipeline, ahead,
+                                       self.release_fault(guard, tidx, u, kt + 1, k_tiles, ends))
         if cutlass.const_expr(with_next):
             tok_w.advance()
             ahead.advance()
@@ -1036,10 +1137,11 @@ def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:
     return True, ""
 
 
-def compile_sm90(config: Sm90Config) -> CompiledKernels:
-    """Compiles the descriptor-init and GEMM kernels of a config for sm_90a; one build serves
-    every group count (the count is a launch argument of both)."""
-    op = Sm90Fp4GroupedGemm(config)
+def compile_sm90(config: Sm90Config, watch: WatchSettings = WatchSettings()) -> CompiledKernels:
+    """Compiles the descriptor-init and GEMM kernels of a config for sm_90a, with the watchdog
+    as `watch` says; one build serves every group count (the count is a launch argument of
+    both)."""
+    op = Sm90Fp4GroupedGemm(config, watch)
     init_fn = cute.compile(
         op.init_tensormaps,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int64, 128), Int32(1),
@@ -1048,7 +1150,7 @@ def compile_sm90(config: Sm90Config) -> CompiledKernels:
         op,
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int32),
         fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, 128), fake_ptr(cutlass.Float32),
-        fake_ptr(cutlass.Int32), Int32(1), Int32(1), Int32(1),
+        fake_ptr(cutlass.Int32), Int32(1), Int32(1), Int32(1), *fake_watch_args(),
     )
 
     def init(ptrs, sizes, tensormaps):
@@ -1057,7 +1159,7 @@ def compile_sm90(config: Sm90Config) -> CompiledKernels:
             device_ptr(tensormaps, cutlass.Int64, 128), Int32(sizes.shape[0]),
         )
 
-    def prepare(sizes, ptrs, tensormaps, sched, scratch):
+    def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
         # without split-K the kernel is compiled without any access to the scratch
         partials = fake_ptr(cutlass.Float32) if scratch is None else device_ptr(scratch.partials, cutlass.Float32)
         flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)
@@ -1066,7 +1168,7 @@ def compile_sm90(config: Sm90Config) -> CompiledKernels:
             device_ptr(sched.tables["ranges"], cutlass.Int32),
             device_ptr(sched.tables["units"], cutlass.Int32),
             device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.host.grid),
-            Int32(sched.host.unit_stride), Int32(sizes.shape[0]),
+            Int32(sched.host.unit_stride), Int32(sizes.shape[0]), *watch.args(),
         )
         return bind_launch(gemm_fn, args)
 
@@ -1083,4 +1185,5 @@ def sm90_backend() -> KernelBackend:
         num_desc=SM90_NUM_DESC,
         schedule=sm90_schedule,
         size_class=sm90_size_class,
+        config_name=lambda cfg: cfg.name,
     )

@@ -74,6 +74,15 @@ class Sm90Config:
     weights_early: bool = False
 
     @property
+    def name(self) -> str:
+        """A short name for warnings: 'n256_m32_s3_narrow16_depth3_we' and the like."""
+        parts = [f"n{self.tile_n}", f"m{self.tile_m}", f"s{self.stages}"]
+        if self.narrow:
+            parts.append("narrow" + "-".join(map(str, self.narrow)))
+        parts += [f"depth{self.mma_depth}"] + ["splitk"] * self.split_k + ["we"] * self.weights_early
+        return "_".join(parts)
+
+    @property
     def consumer_wgs(self) -> int:
         """Consumer warpgroups: 2 (one or two m64 blocks each), or 3 at tile_n 192 (one
         each), which puts a third warp on every SM sub-partition to hide the decode's

@@ -57,7 +57,7 @@ class StubKernel:
         self.choices += 1
         return ("cfg", 128, 128)
 
-    def _compile(self, config):
+    def _compile(self, config, watch=None):
         self.compiles += 1
 
         def init(ptrs, sizes, tensormaps):
@@ -65,7 +65,9 @@ class StubKernel:
             self.init_sizes.append(sizes.tolist())
             tensormaps.fill_(7)  # stands for the descriptors
 
-        def prepare(sizes, ptrs, tensormaps, sched, grid):
+        def prepare(sizes, ptrs, tensormaps, sched, scratch, watch=None):
+            self.watch = watch
+
             def launch():
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
@@ -346,7 +348,7 @@ def test_cannot_implement_falls_back_with_one_warning(stub):
 
 
 def test_compile_failure_falls_back_with_one_warning(stub, monkeypatch):
-    def broken(config):
+    def broken(config, watch=None):
         raise RuntimeError("ptxas: too many resources")
 
     monkeypatch.setattr(stub.runner, "backend", dataclasses.replace(stub.runner.backend, compile=broken))
@@ -767,7 +769,7 @@ def _launch_failing_with(stub, monkeypatch, code):
     """The stub's launches raise KernelLaunchError(code) from the table's launcher."""
     compile_stub = stub.runner.backend.compile
 
-    def compile_failing(config):
+    def compile_failing(config, watch=None):
         kernels = compile_stub(config)
 
         def prepare(*args):
@@ -827,7 +829,7 @@ def test_a_call_made_while_another_device_is_current_runs_under_a_device_guard(s
     monkeypatch.setattr(dispatch, "get_runner", lambda device, path: runner)
     launch_stub = stub._compile
 
-    def compile_watching(config):
+    def compile_watching(config, watch=None):
         kernels = launch_stub(config)
 
         def prepare(*args):

@@ -906,7 +906,7 @@ def test_new_problem_sizes_leave_few_objects_for_the_garbage_collector():
 
     import reference
 
-    def compile_stub(config):  # no kernel: the host path alone, choice and schedule included
+    def compile_stub(config, watch=None):  # no kernel: the host path alone, choice and schedule included
         return kernel_runner.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
 
     runner = kernel_runner.GroupedGemmRunner(dataclasses.replace(sm90.sm90_backend(), compile=compile_stub),

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "nvfp4_gemm"
-MODULES = ("common", "formats", "ptx", "inputs", "schedule", "caches", "binding", "decoder",
+MODULES = ("common", "formats", "ptx", "inputs", "schedule", "caches", "binding", "watchdog", "decoder",
            "torch_paths", "kernel_runner", "sm100", "sm90_config", "sm90", "dispatch")
 POPCORN_LINES = ("#!POPCORN leaderboard nvfp4_group_gemm", "#!POPCORN gpu B200")
 RULER = "# " + "=" * 96

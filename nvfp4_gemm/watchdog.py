@@ -1,0 +1,519 @@
+"""The kernels' watchdog: every wait on an mbarrier (or a split-K flag) gives up once it has
+waited longer than a deadline, the CTA aborts, and the first wait of the launch that gave up
+is written to an error record in host-mapped memory, which the host reads without
+synchronizing.
+
+Device side (WaitGuard): a per-CTA block in shared memory holds the abort flag and what a
+timed-out wait needs (the timeout, the record's and the claim word's addresses, the launch's
+tag); the waits are inline PTX whose fast path is one mbarrier.test_wait and a branch.
+
+Host side: the wait sites (WaitSite, stable ids and the words the warning uses), the
+NVFP4_GEMM_WATCHDOG_MS and NVFP4_GEMM_INJECT_HANG switches, the record (WatchdogRecord) and
+its decoding (decode_record, WaitTimeout.message).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+from collections.abc import Sequence
+
+import torch
+
+from .binding import device_ptr, fake_ptr
+from .common import Int32, Int64, cute, cutlass, dsl_user_op
+from .ptx import _asm_effect, _asm_value, _asm_values, _v
+
+WATCHDOG_ENV = "NVFP4_GEMM_WATCHDOG_MS"
+INJECT_ENV = "NVFP4_GEMM_INJECT_HANG"
+DEFAULT_WATCHDOG_MS = 2000
+# NVFP4_GEMM_WATCHDOG_MS=0: a timeout no launch reaches (146 years); the waits still poll
+OFF_TIMEOUT_NS = 1 << 62
+
+
+@dataclasses.dataclass(frozen=True)
+class WaitSite:
+    """One wait of a kernel: `id` is what the record holds (stable), `name` what
+    NVFP4_GEMM_INJECT_HANG takes, `role` and `what` the warning's words ("{stage}" is the
+    stage, buffer or slot the wait was for), `inject` how the fault-injection switch makes
+    this wait hang."""
+
+    id: int
+    name: str
+    kernel: str
+    role: str
+    what: str
+    inject: str
+    # the record holds the k-block before the awaited one (the K-loop's counter): add 1
+    next_kblock: bool = False
+
+    @property
+    def unit(self) -> str:
+        """What the record's tile number counts: the Hopper kernel's work units (a tile or
+        one K-range piece of it), the Blackwell kernel's schedule rows (tiles)."""
+        return "work unit" if self.kernel == "sm90" else "tile"
+
+
+WAIT_SITES = (
+    WaitSite(1, "sm90.producer.empty", "sm90", "the TMA warp", "stage {stage} (empty)",
+             "one consumer thread leaves out its release of the first stage"),
+    WaitSite(2, "sm90.producer.tail", "sm90", "the TMA warp's tail", "stage {stage} (empty)",
+             "one consumer thread leaves out its release of the last unit's last K-tile"),
+    WaitSite(3, "sm90.consumer.full", "sm90", "the consumer warpgroups", "stage {stage} (full)",
+             "the first stage expects 16 bytes more than its loads bring", next_kblock=True),
+    WaitSite(4, "sm90.consumer.tokens", "sm90", "the consumer warpgroups", "token buffer {stage} (full)",
+             "one consumer thread leaves out its arrive on the first token buffer"),
+    WaitSite(5, "sm90.fixup.flag", "sm90", "a FIXUP warpgroup", "split-K slot {stage} (flag)",
+             "the PARTIAL pieces leave their flags unset"),
+    WaitSite(11, "sm100.tma.empty", "sm100", "the TMA warp", "stage {stage} (empty)",
+             "the MMA warp leaves out its release of the first stage"),
+    WaitSite(12, "sm100.tma.tail", "sm100", "the TMA warp's tail", "stage {stage} (empty)",
+             "the MMA warp leaves out its release of its last k-block"),
+    WaitSite(13, "sm100.mma.full", "sm100", "the MMA warp", "stage {stage} (full)",
+             "the first stage expects 16 bytes more than its loads bring"),
+    WaitSite(14, "sm100.mma.acc_empty", "sm100", "the MMA warp", "accumulator {stage} (empty)",
+             "the epilogue leaves out its release of the first accumulator"),
+    WaitSite(15, "sm100.mma.tail", "sm100", "the MMA warp's tail", "accumulator {stage} (empty)",
+             "the epilogue leaves out its release of its last accumulator"),
+    WaitSite(16, "sm100.epilogue.acc_full", "sm100", "the epilogue warps", "accumulator {stage} (full)",
+             "the MMA warp leaves out its commit of the first accumulator"),
+    WaitSite(17, "sm100.teardown.mma_done", "sm100", "the epilogue's TMEM release",
+             "the MMA warp's last tcgen05 operations",
+             "the MMA warp leaves out its commit of the teardown barrier"),
+    WaitSite(18, "sm100.teardown.peer", "sm100", "the epilogue's TMEM release", "the peer CTA's epilogue",
+             "the CTA pair's second CTA leaves out its arrive on the first's teardown barrier"),
+)
+SITE_BY_ID = {s.id: s for s in WAIT_SITES}
+SITE_BY_NAME = {s.name: s for s in WAIT_SITES}
+
+
+def site_id(name: str) -> int:
+    return SITE_BY_NAME[name].id
+
+
+def watchdog_timeout_ms() -> int:
+    """NVFP4_GEMM_WATCHDOG_MS: how long a wait may take before the kernel gives up (default
+    2000); 0 turns the deadline off (for sanitizer runs and profiling)."""
+    text = os.environ.get(WATCHDOG_ENV, "").strip()
+    if not text:
+        return DEFAULT_WATCHDOG_MS
+    try:
+        ms = int(text)
+    except ValueError:
+        ms = -1
+    if ms < 0:
+        raise ValueError(f"{WATCHDOG_ENV}={text!r}; expected milliseconds (an integer >= 0; 0: off)")
+    return ms
+
+
+def timeout_ns(ms: int) -> int:
+    return OFF_TIMEOUT_NS if ms == 0 else ms * 1_000_000
+
+
+def requested_injection() -> str | None:
+    """NVFP4_GEMM_INJECT_HANG: a wait site's name (WAIT_SITES) whose wait the kernels are
+    built to hang, for tests of the watchdog; unset or empty: none."""
+    name = os.environ.get(INJECT_ENV, "").strip()
+    if not name:
+        return None
+    if name not in SITE_BY_NAME:
+        raise ValueError(f"{INJECT_ENV}={name!r}; expected one of {', '.join(SITE_BY_NAME)}")
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchSettings:
+    """What a kernel is compiled with: the watchdog (bounded waits) on or off, and the wait
+    site whose fault is injected (None: none). Part of the compile key."""
+
+    enabled: bool = True
+    inject: str | None = None
+
+    def __post_init__(self):
+        if self.inject is not None and self.inject not in SITE_BY_NAME:
+            raise ValueError(f"no wait site {self.inject!r}")
+        if self.inject is not None and not self.enabled:
+            raise ValueError("a fault is injected only into a build with the watchdog (it would hang)")
+
+    def injects(self, name: str) -> bool:
+        assert name in SITE_BY_NAME, name
+        return self.inject == name
+
+
+# The error record: int32 words in host-mapped memory (the claim word is in device memory)
+REC_FLAG, REC_SITE, REC_CTA, REC_TILE, REC_KBLOCK, REC_STAGE, REC_PHASE, REC_TAG = range(8)
+REC_WAITED_NS = 8  # words 8-9: the nanoseconds the wait lasted (u64)
+RECORD_WORDS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class WaitTimeout:
+    """A record's contents: which wait gave up, where, and after how long."""
+
+    site: WaitSite | None
+    site_id: int
+    cta: int
+    tile: int
+    kblock: int
+    stage: int
+    phase: int
+    tag: int
+    waited_ms: int
+
+    def describe(self) -> str:
+        """'gave up after 2000 ms in the MMA warp waiting for stage 3 (full), tile 0, k-block
+        0, phase 1'."""
+        if self.site is None:
+            where, unit = f"at an unknown wait (site {self.site_id})", "tile"
+        else:
+            where = f"in {self.site.role} waiting for {self.site.what.format(stage=self.stage)}"
+            unit = self.site.unit
+        return (f"gave up after {self.waited_ms} ms {where}, {unit} {self.tile}, k-block {self.kblock}, "
+                f"phase {self.phase} (CTA {self.cta})")
+
+    def message(self, config_name: str, sizes, fallback: str) -> str:
+        return f"{config_name}{sizes_text(sizes)} {self.describe()}; running {fallback}"
+
+
+def sizes_text(sizes, shown: int = 4) -> str:
+    """' on sizes [(M, N, K), ...]' (the first `shown` groups, then the count), or '' where
+    the sizes are unknown."""
+    if not sizes:
+        return ""
+    groups = [tuple(s[:3]) for s in sizes]
+    text = ", ".join(str(g) for g in groups[:shown])
+    if len(groups) > shown:
+        text += f", ... ({len(groups)} groups)"
+    return f" on sizes [{text}]"
+
+
+def decode_record(words: Sequence[int]) -> WaitTimeout | None:
+    """The timeout a record holds, or None where its flag is clear."""
+    if not words[REC_FLAG]:
+        return None
+    u32 = [w & 0xFFFFFFFF for w in words]
+    waited = u32[REC_WAITED_NS] | (u32[REC_WAITED_NS + 1] << 32)
+    site = SITE_BY_ID.get(u32[REC_SITE])
+    kblock = words[REC_KBLOCK] + (1 if site is not None and site.next_kblock else 0)
+    return WaitTimeout(site, u32[REC_SITE], u32[REC_CTA], u32[REC_TILE], kblock, u32[REC_STAGE],
+                       u32[REC_PHASE], u32[REC_TAG], round(waited / 1e6))
+
+
+class WatchdogRecord:
+    """One config's error record on one device: RECORD_WORDS int32 in pinned host memory,
+    which the GPU writes directly (a pinned allocation is addressable from the device under
+    unified addressing), and the device word whose compare-and-swap lets one wait of a
+    launch write it. `tripped` reads the flag word without touching the GPU (a few tens of
+    nanoseconds), so every launch may check it. On a device-less runner (the CPU tests) the
+    record is ordinary host memory."""
+
+    def __init__(self, device: torch.device | None):
+        cuda = device is not None and device.type == "cuda"
+        self.words = torch.zeros(RECORD_WORDS, dtype=torch.int32, pin_memory=cuda)
+        self.claim = torch.zeros(1, dtype=torch.int32, device=device if cuda else "cpu")
+        self._flag = ctypes.c_int32.from_address(self.words.data_ptr() + 4 * REC_FLAG)
+
+    @property
+    def tripped(self) -> bool:
+        return self._flag.value != 0
+
+    def read(self) -> WaitTimeout | None:
+        return decode_record(self.words.tolist()) if self.tripped else None
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchWatch:
+    """What one launch passes its watchdog: the config's record, the launch's tag (the
+    runner's name for its sizes) and the timeout."""
+
+    record: WatchdogRecord
+    tag: int
+    timeout_ns: int
+
+    def args(self) -> tuple:
+        """The kernel's (record, claim, tag, timeout_ns) arguments."""
+        return (device_ptr(self.record.words, cutlass.Int32), device_ptr(self.record.claim, cutlass.Int32),
+                Int32(self.tag), Int64(self.timeout_ns))
+
+
+def fake_watch_args() -> tuple:
+    """The watchdog's kernel arguments for a compile without a GPU."""
+    return fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int32), Int32(0), Int64(0)
+
+
+# ------------------------------------------------------------------------- device side
+# A CTA's block in shared memory (WaitGuard): byte offsets. The note is the CTA's first wait
+# that gave up: its site (0: none yet; the compare-and-swap that claims the note), whether a
+# role copied it out yet (WaitGuard.report), how long it waited, then the barrier's shared
+# stage (the split-K slot for a flag wait), tile, k-block and phase.
+BLK_ABORT, BLK_TAG, BLK_TIMEOUT, BLK_CLAIM, BLK_RECORD = 0, 4, 8, 16, 24
+BLK_NOTE_SITE, BLK_NOTE_TAKEN, BLK_NOTE_WAITED, BLK_NOTE_WHERE = 32, 36, 40, 48
+BLOCK_BYTES = 64
+# A waiting thread sleeps in mbarrier.try_wait at most this long between its checks of the
+# abort flag and the clock (the barrier's completion wakes it at once): after the CTA gave
+# up, each wait that does not complete costs at most this.
+SUSPEND_NS = 100_000
+
+# Inline PTX of the waits. Operands: $0 the result (1 done, 0 gave up), $1 the block, $2
+# the phase, $3 the tile, $4 the k-block, $5 the barrier's address (or the split-K slot),
+# $6 the flag's address (flag waits). Every branch is uniform across the warp (bra.uni, as
+# in the DSL's own waits): its lanes read the same barrier, flag and clock in one
+# instruction each, and the note is written by predicated stores, not behind a branch.
+# Divergence there cost ptxas the K-loops' uniform registers (R2UR moves and address
+# arithmetic in vector registers, measured: python tools/probes/sm90_sass.py).
+_PROLOGUE = "{\n.reg .pred p, e;\n.reg .b32 c, m;\n.reg .b64 t, t0, lim;\nmov.u32 $0, 1;\nmov.u64 t0, 0;\n"
+_NOTE = (
+    # this thread's own deadline passed: the CTA gives up (its other waits give up at once,
+    # WD_SLOW's first check), and the CTA's first wait to get here notes itself
+    "st.volatile.shared.u32 [$1], 1;\n"
+    f"atom.shared.cas.b32 c, [$1+{BLK_NOTE_SITE}], 0, SITE;\n"
+    "setp.eq.u32 e, c, 0;\n"
+    "STAGE"
+    f"@e st.volatile.shared.v4.u32 [$1+{BLK_NOTE_WHERE}], {{c, $3, $4, $2}};\n"
+    "sub.u64 t, t, t0;\n"
+    f"@e st.volatile.shared.u64 [$1+{BLK_NOTE_WAITED}], t;\n"
+)
+_RETRY = (
+    # a retry: the abort flag first (a CTA that gave up pays nothing more), the clock
+    # started at the first retry, the probe again until the block's timeout has passed
+    "WD_SLOW:\n"
+    "ld.volatile.shared.u32 c, [$1];\n"
+    "setp.ne.u32 p, c, 0;\n"
+    "@p bra.uni WD_GIVEUP;\n"
+    "mov.u64 t, %globaltimer;\n"
+    "setp.eq.u64 p, t0, 0;\n"
+    "@p mov.u64 t0, t;\n"
+    "ld.shared.u64 lim, [$1+8];\n"
+    "add.u64 lim, lim, t0;\n"
+    "setp.ge.u64 p, t, lim;\n"
+    "@p bra.uni WD_NOTE;\n"
+    "PROBE"
+    "bra.uni WD_SLOW;\n"
+    "WD_NOTE:\n"
+    + _NOTE
+    + "WD_GIVEUP:\n"
+    "mov.u32 $0, 0;\n"
+    "WD_END:\n"
+)
+
+
+def _wait_ptx(first: str, retry: str, site: int, stage: str, after: str = "") -> str:
+    """`first`: the fast path's probe, which branches to WD_END when the wait is over (and
+    falls through to WD_SLOW); `retry`: the probe of a retry, which branches to WD_END too;
+    `stage`: what puts the noted stage in c; `after`: what a completed wait does last (it
+    may clear $0)."""
+    return (_PROLOGUE + first
+            + _RETRY.replace("PROBE", retry).replace("SITE", str(site)).replace("STAGE", stage)
+            + after + "}")
+
+
+@dsl_user_op
+def bounded_mbarrier_wait(mbar: Int32, phase: Int32, block: Int32, site: int, tile: Int32, kblock: Int32,
+                          stage_offset: int | None, check_abort: bool = False, *, loc=None, ip=None) -> Int32:
+    """Waits for phase `phase` of the mbarrier at shared address `mbar` to complete, or gives
+    up (WaitGuard). Returns 1 when it completed, 0 when this thread gave up (its own deadline,
+    or its CTA's abort flag; check_abort: also when the flag is set after the phase
+    completed). The same for every lane of a warp that calls it.
+
+    The fast path is the DSL's: one mbarrier.try_wait without a time hint and a branch, the
+    barrier addressed from a uniform register. A retry sleeps in mbarrier.try_wait at most
+    SUSPEND_NS (a completion wakes it at once). The note's stage is the word stage_offset
+    bytes past the barrier (WaitGuard.start writes it; None: 0): the barrier's address used
+    as data anywhere in the asm moved it, and the loops' address arithmetic, out of the
+    uniform registers (3-6 more SASS instructions per K-tile on the Hopper K-loops), as an
+    address it does not."""
+    first = "mbarrier.try_wait.parity.shared::cta.b64 p, [$5], $2;\n@p bra.uni WD_END;\nmov.u32 m, $5;\n"
+    retry = f"mbarrier.try_wait.parity.shared::cta.b64 p, [m], $2, {SUSPEND_NS};\n@p bra.uni WD_END;\n"
+    after = ""
+    if check_abort:  # a completed wait also gives up where the CTA did (WD_END is reached by both)
+        after = "ld.volatile.shared.u32 c, [$1];\nsetp.ne.u32 p, c, 0;\n@p mov.u32 $0, 0;\n"
+    stage = "mov.u32 c, 0;\n" if stage_offset is None else f"ld.shared.u32 c, [m+{stage_offset}];\n"
+    asm = _wait_ptx(first, retry, site, stage, after)
+    args = [_v(Int32(x), loc, ip) for x in (block, phase, tile, kblock, mbar)]
+    return _asm_value(Int32, args, asm, "=r,r,r,r,r,r,~{memory}", loc, ip)
+
+
+@dsl_user_op
+def bounded_flag_wait(flag: Int64, block: Int32, site: int, slot: Int32, tile: Int32, kblock: Int32,
+                      *, loc=None, ip=None) -> Int32:
+    """Waits until the gpu-scope flag at global address `flag` is nonzero (acquire), or gives
+    up as bounded_mbarrier_wait does. Returns 1 when the flag was seen set, else 0."""
+    probe = "ld.acquire.gpu.global.u32 c, [$6];\nsetp.ne.u32 p, c, 0;\n@p bra.uni WD_END;\n"
+    asm = _wait_ptx(probe, "nanosleep.u32 64;\n" + probe, site, "mov.u32 c, $5;\n")
+    args = [_v(Int32(x), loc, ip) for x in (block, 0, tile, kblock, slot)] + [_v(Int64(flag), loc, ip)]
+    return _asm_value(Int32, args, asm, "=r,r,r,r,r,r,l,~{memory}", loc, ip)
+
+
+def stage_table_offset(stages: int) -> int:
+    """Bytes from a barrier of a pipeline's array (2 x stages barriers) to its stage number
+    (WaitGuard)."""
+    return 16 * stages
+
+
+@dsl_user_op
+def store_shared_u32(addr: Int32, value: Int32, *, loc=None, ip=None) -> None:
+    _asm_effect([_v(Int32(addr), loc, ip), _v(Int32(value), loc, ip)], "st.shared.u32 [$0], $1;",
+                "r,r,~{memory}", loc, ip)
+
+
+@dsl_user_op
+def load_shared_u32(addr: Int32, *, loc=None, ip=None) -> Int32:
+    """A volatile 32-bit shared-memory load (a word other threads write)."""
+    return _asm_value(Int32, [_v(Int32(addr), loc, ip)], "ld.volatile.shared.u32 $0, [$1];", "=r,r,~{memory}",
+                      loc, ip)
+
+
+@dsl_user_op
+def take_note(block: Int32, *, loc=None, ip=None) -> Int32:
+    """The note's site where this thread is the first to take the note (atomic exchange of
+    its taken word), else 0."""
+    return _asm_value(
+        Int32, [_v(Int32(block), loc, ip)],
+        "{\n.reg .b32 one;\n.reg .pred p;\nmov.u32 one, 1;\n"
+        f"atom.shared.exch.b32 one, [$1+{BLK_NOTE_TAKEN}], one;\n"
+        f"ld.volatile.shared.u32 $0, [$1+{BLK_NOTE_SITE}];\n"
+        "setp.ne.u32 p, one, 0;\n@p mov.u32 $0, 0;\n}",
+        "=r,r,~{memory}", loc, ip,
+    )
+
+
+@dsl_user_op
+def load_note_where(block: Int32, *, loc=None, ip=None):
+    """The note's (barrier address or slot, tile, k-block, phase)."""
+    return _asm_values(4, [_v(Int32(block), loc, ip)],
+                       f"ld.volatile.shared.v4.u32 {{$0, $1, $2, $3}}, [$4+{BLK_NOTE_WHERE}];",
+                       "=r,=r,=r,=r,r,~{memory}", True, loc, ip, dtype=Int32)
+
+
+@dsl_user_op
+def write_record(block: Int32, site: Int32, stage: Int32, tile: Int32, kblock: Int32, phase: Int32,
+                 *, loc=None, ip=None) -> None:
+    """One thread copies a note into the launch's record, where its CTA is the launch's first
+    to do so (the claim word's compare-and-swap): the fields, a system-scope fence, then the
+    flag the host polls."""
+    stores = "".join(f"st.volatile.global.u32 [rp+{4 * word}], ${i};\n"
+                     for i, word in ((1, REC_SITE), (2, REC_STAGE), (3, REC_TILE), (4, REC_KBLOCK), (5, REC_PHASE)))
+    _asm_effect(
+        [_v(Int32(x), loc, ip) for x in (block, site, stage, tile, kblock, phase)],
+        "{\n.reg .pred p;\n.reg .b32 c;\n.reg .b64 rp, t;\n"
+        f"ld.shared.u64 rp, [$0+{BLK_CLAIM}];\n"
+        "atom.global.cas.b32 c, [rp], 0, 1;\n"
+        "setp.ne.u32 p, c, 0;\n"
+        "@p bra WD_TAKEN;\n"
+        f"ld.shared.u64 rp, [$0+{BLK_RECORD}];\n"
+        + stores
+        + f"ld.shared.u32 c, [$0+{BLK_TAG}];\nst.volatile.global.u32 [rp+{4 * REC_TAG}], c;\n"
+        f"mov.u32 c, %ctaid.x;\nst.volatile.global.u32 [rp+{4 * REC_CTA}], c;\n"
+        f"ld.shared.u64 t, [$0+{BLK_NOTE_WAITED}];\nst.volatile.global.u64 [rp+{4 * REC_WAITED_NS}], t;\n"
+        "fence.sc.sys;\n"
+        f"st.volatile.global.u32 [rp+{4 * REC_FLAG}], 1;\n"
+        "WD_TAKEN:\n}",
+        "r,r,r,r,r,r,~{memory}", loc, ip,
+    )
+
+
+@dsl_user_op
+def store_block(block: Int32, tag: Int32, timeout: Int64, claim: Int64, record: Int64, *, loc=None,
+                ip=None) -> None:
+    """One thread writes the CTA's block: flag, note and taken word clear, the launch's tag,
+    the timeout, the claim word's and the record's addresses."""
+    _asm_effect(
+        [_v(Int32(block), loc, ip), _v(Int32(tag), loc, ip), _v(Int64(timeout), loc, ip),
+         _v(Int64(claim), loc, ip), _v(Int64(record), loc, ip)],
+        "{\n.reg .b32 z;\nmov.u32 z, 0;\n"
+        f"st.shared.u32 [$0+{BLK_ABORT}], z;\nst.shared.u32 [$0+{BLK_NOTE_SITE}], z;\n"
+        f"st.shared.u32 [$0+{BLK_NOTE_TAKEN}], z;\n}}\n"
+        f"st.shared.u32 [$0+{BLK_TAG}], $1;\nst.shared.u64 [$0+{BLK_TIMEOUT}], $2;\n"
+        f"st.shared.u64 [$0+{BLK_CLAIM}], $3;\nst.shared.u64 [$0+{BLK_RECORD}], $4;",
+        "r,r,l,l,l,~{memory}", loc, ip,
+    )
+
+
+@dsl_user_op
+def barrier_any(barrier_id: int, threads: int, value: Int32, *, loc=None, ip=None) -> Int32:
+    """Named barrier `barrier_id` of `threads` threads that also returns, to all of them, 1
+    where any of them passed a nonzero `value` (bar.red.or): a decision they all take alike."""
+    return _asm_value(
+        Int32, [_v(Int32(value), loc, ip)],
+        "{\n.reg .pred p, q;\nsetp.ne.u32 q, $1, 0;\n"
+        f"bar.red.or.pred p, {barrier_id}, {threads}, q;\n"
+        "selp.u32 $0, 1, 0, p;\n}",
+        "=r,r,~{memory}", loc, ip,
+    )
+
+
+class WaitGuard:
+    """The device side of the watchdog for one kernel, built in the kernel from the static
+    WatchSettings, the CTA's block (BLOCK_BYTES of shared memory) and its barrier arrays:
+    (site names, the array's first barrier, its stages). An array is a pipeline's full and
+    empty barriers (2 x stages) followed by as many words of stage numbers (stage_table:
+    the array's storage is 4 x stages barriers long), from which a wait notes its stage.
+    Without the watchdog its waits are the DSL's unbounded ones and nothing is written.
+
+    How a hang ends: a wait that has waited `timeout` (its own clock, started at its first
+    retry) sets the CTA's abort flag and notes itself in the block (the CTA's first only);
+    every other wait of the CTA that does not complete at once gives up at its first retry;
+    the roles finish or leave their loops (the kernels say which), issue no more loads, and
+    each role's reporter thread copies the note into the launch's record on its way out
+    (report), where the CTA is the launch's first."""
+
+    def __init__(self, settings: WatchSettings, block, barrier_arrays=()):
+        self.settings = settings
+        self.block = block
+        self.barrier_arrays = barrier_arrays
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def injects(self, name: str) -> bool:
+        return self.settings.injects(name)
+
+    @cute.jit
+    def start(self, is_writer, args):
+        """The block, by the one thread where is_writer; a CTA-wide barrier must follow before
+        any wait. args: the launch's (record, claim, tag, timeout_ns) arguments."""
+        if cutlass.const_expr(self.enabled):
+            record, claim, tag, timeout = args
+            if is_writer:
+                store_block(self.block, tag, timeout, claim.toint(), record.toint())
+                for i in cutlass.range_constexpr(len(self.barrier_arrays)):
+                    _, base, count = self.barrier_arrays[i]
+                    for j in cutlass.range_constexpr(2 * count):
+                        store_shared_u32(base.toint() + stage_table_offset(count) + 8 * j, Int32(j % count))
+
+    def wait(self, barrier_ptr, phase, site: str, tile, kblock, *, check_abort=False):
+        """Bounded wait on an mbarrier (a cute.Pointer into shared memory): 1 when its phase
+        completed, 0 when this thread gave up (bounded_mbarrier_wait; the same for every lane
+        of a warp). tile, k-block: where the role is, for the note."""
+        if not self.enabled:
+            cute.arch.mbarrier_wait(barrier_ptr, phase)
+            return Int32(1)
+        offset = None
+        for names, _, count in self.barrier_arrays:
+            if site in names:
+                offset = stage_table_offset(count)
+        return bounded_mbarrier_wait(barrier_ptr.toint(), phase, self.block, site_id(site), tile, kblock,
+                                     offset, check_abort)
+
+    def wait_flag(self, flag_addr, site: str, slot, tile, kblock):
+        """Bounded wait for a split-K flag in global memory (watchdog builds only)."""
+        return bounded_flag_wait(flag_addr, self.block, site_id(site), slot, tile, kblock)
+
+    def aborted(self):
+        """Nonzero once the CTA gave up (0 always without the watchdog)."""
+        if not self.enabled:
+            return Int32(0)
+        return load_shared_u32(self.block)
+
+    @cute.jit
+    def report(self, is_reporter):
+        """A role's way out: its reporter thread copies the CTA's note, if there is one and no
+        other role took it, into the launch's record (write_record)."""
+        if cutlass.const_expr(self.enabled):
+            if is_reporter:
+                site = take_note(self.block)
+                if site != 0:
+                    stage, tile, kblock, phase = load_note_where(self.block)
+                    write_record(self.block, site, stage, tile, kblock, phase)
