@@ -25,3 +25,15 @@ def test_gpu_verify_says_what_it_lacks_and_stops(tmp_path):
     assert lines[0].startswith("tools/gpu_verify.sh needs CUDA torch and the CuTe DSL")
     assert "sees no CUDA GPU" in lines[0] and "no CuTe DSL" in lines[0]
     assert not out.exists()
+
+
+def test_tools_readme_lists_every_tool_and_probe():
+    """tools/README.md has one row per file of tools/ and of tools/probes/, and no row for
+    a file that is not there."""
+    import re
+
+    readme = (ROOT / "tools" / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([\w.]+)` \|", readme, flags=re.M))
+    present = {p.name for d in (ROOT / "tools", ROOT / "tools" / "probes") for p in d.iterdir()
+               if p.is_file() and p.name not in ("__init__.py", "README.md")}
+    assert listed == present

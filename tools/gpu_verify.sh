@@ -11,7 +11,7 @@
 #   bash tools/gpu_verify.sh bench [OLD.py] eval.py benchmark with its baselines and report;
 #                                           with OLD.py also that file against this one in
 #                                           alternating processes (new, old, old, new) and
-#                                           their warm-call host time (tools/host_ab.py)
+#                                           their warm-call host time (tools/probes/host_ab.py)
 #   bash tools/gpu_verify.sh regimes        eval.py benchmark with its baselines on
 #                                           tools/regime_specs.txt (decode, MoE, prefill),
 #                                           report and JSON in $OUT/regimes
@@ -98,7 +98,7 @@ elif [ "$part" = bench ]; then
       i=$((i + 1))
       (cd "/tmp/ab_$side" && step 150 "benchmark $i: $side" "$PY" eval.py benchmark --json "$OUT/bench_${i}_$side.json")
     done
-    step 240 "warm-call host time, old against new" "$PY" tools/host_ab.py "$OLD" submission.py --rounds 6 --calls 500
+    step 240 "warm-call host time, old against new" "$PY" tools/probes/host_ab.py "$OLD" submission.py --rounds 6 --calls 500
   fi
 fi
 echo "== fallback and self-check warnings (none expected):" | tee -a "$LOG"
