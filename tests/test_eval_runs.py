@@ -255,13 +255,12 @@ def test_human_mode_stub_failures_and_traceback(stub_dir):
 
 
 def test_bench_rounds_logs_each_collection_with_its_generation():
-    """tools/bench_rounds.py names the garbage collections that ran in a timed round (a
+    """tools/probes/bench_rounds.py names the garbage collections that ran in a timed round (a
     full one over torch's and the DSL's import-time objects is what stalls a round):
     GcLog must record a forced full collection as generation 2 with its duration, once."""
     import gc
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import bench_rounds
+    from tools.probes import bench_rounds
 
     log = bench_rounds.GcLog()
     gc.callbacks.append(log)

@@ -13,7 +13,7 @@ from nvfp4_gemm import common, dispatch
 
 @pytest.fixture
 def stubbed_runner(monkeypatch):
-    from tools.host_overhead import install_stub
+    from tools.probes.host_overhead import install_stub
 
     monkeypatch.setattr(dispatch, "_BACKENDS", dict(dispatch._BACKENDS))
     monkeypatch.setattr(dispatch, "_device_paths", {})
@@ -25,7 +25,7 @@ def stubbed_runner(monkeypatch):
 
 @pytest.mark.slow
 def test_soak_10000_calls_keeps_memory_bounded(stubbed_runner):
-    from tools.soak import soak
+    from tools.probes.soak import soak
 
     result = soak(10_000, check_every=0)
     caches = result["cache_sizes"][0]
@@ -36,10 +36,10 @@ def test_soak_10000_calls_keeps_memory_bounded(stubbed_runner):
 
 
 def test_new_sizes_sequence_reports_the_collectors_share(stubbed_runner):
-    """tools/host_overhead.py --new-sizes-sequence on the stubbed kernel: every call counted,
+    """tools/probes/host_overhead.py --new-sizes-sequence on the stubbed kernel: every call counted,
     the order statistics in order, and collections reported per generation with their
     time (some must run: 20 calls with new inputs each allocate past gen 0's threshold)."""
-    from tools.host_overhead import new_sizes_sequence
+    from tools.probes.host_overhead import new_sizes_sequence
 
     r = new_sizes_sequence(20, n=256, k=512)
     assert 0 < r["median_us"] <= r["p99_us"] <= r["max_us"] and r["mean_us"] <= r["max_us"]
@@ -50,7 +50,7 @@ def test_new_sizes_sequence_reports_the_collectors_share(stubbed_runner):
 def test_new_sizes_sequence_at_decode_sizes(stubbed_runner):
     """The decode-step sequence (G = 64, M 1..8) runs on the stubbed kernel and reports its
     order statistics in order."""
-    from tools.host_overhead import new_sizes_sequence
+    from tools.probes.host_overhead import new_sizes_sequence
 
     r = new_sizes_sequence(10, n=256, k=512, g=64, m_range=(1, 8))
     assert 0 < r["median_us"] <= r["p99_us"] <= r["max_us"]

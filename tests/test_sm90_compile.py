@@ -60,8 +60,8 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
 
 
 # SASS instructions per K-tile of the first phase's K-loop (DSL 4.8.1's own compile). The
-# K-loop is bound by how many instructions its warps issue (python tools/sm90_ktile_cost.py
-# against python tools/sm90_sass.py): a change that grows it must be measured, then this raised.
+# K-loop is bound by how many instructions its warps issue (python tools/probes/sm90_ktile_cost.py
+# against python tools/probes/sm90_sass.py): a change that grows it must be measured, then this raised.
 SM90_K_LOOP_BUDGET = [
     # the chosen config of shapes 2 and 3, with weights_early (339 without it; its
     # register moves per K-tile still ran shape 3 at 14.5 against 14.6 us: make_sm90_config)
@@ -81,8 +81,7 @@ SM90_K_LOOP_BUDGET = [
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg, budget", SM90_K_LOOP_BUDGET, ids=["tile_n128", "tile_n256_split_k", "tile_n192_m96", "decode"])
 def test_sm90_k_loop_stays_within_its_instruction_budget(tmp_path, cfg, budget):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sm90_sass
+    from tools.probes import sm90_sass
 
     cuobjdump = sm90_sass.find_cuobjdump()
     if cuobjdump is None:

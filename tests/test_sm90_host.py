@@ -412,7 +412,7 @@ def test_makespan_model_follows_the_round_robin():
 def test_config_choice_on_the_benchmarks(case, tile_n, split_k, narrow):
     """The measured-best config per benchmark shape on the H200. Tile width and split
     (kernel us, pdl=0, shapes 0-3): 128 whole 144.8 / 86.2 / 33.3 / 16.9, 256 whole 150.5 /
-    79.5 / 54.8 / 24.5, 256 K-range 123.3 / 74.7 / 34.6 / 20.7 (python tools/sm90_sweep.py).
+    79.5 / 54.8 / 24.5, 256 K-range 123.3 / 74.7 / 34.6 / 20.7 (python tools/probes/sm90_sweep.py).
     Narrow phases (event us, python eval.py benchmark): at 256 K-range (96, 64)
     108.9 / 69.4 against (64,) 110.5 / 69.5 (shapes 0 / 1); at 128, (96, 64) 30.6 /
     15.3 against (64,) 31.2 / 15.6 (shapes 2 / 3, three alternating rounds), though
@@ -441,7 +441,7 @@ def test_config_choice_per_regime():
     to nothing larger: tools/regime_specs.txt's three decode cases (1-8 tokens, G 8 / 32 /
     64) ran 47.1 / 88.8 / 55.4 us with it against 61.1 / 117.5 / 73.1 with the 128-token
     choice, and 17-32 tokens (G = 8, N = 4096, K = 7168) 52.4 against 61.0 (python
-    tools/sm90_sweep.py --spec-file tools/regime_specs.txt); the leaderboard's shapes,
+    tools/probes/sm90_sweep.py --spec-file tools/regime_specs.txt); the leaderboard's shapes,
     the 32-group projections (16-200 tokens) and the prefill cases keep 128-token tiles."""
     regimes = _regime_sizes()
     decode = {6, 7, 8}
@@ -521,12 +521,11 @@ def test_early_weight_loads_where_the_registers_allow():
 
 
 def test_trace_tool_instruments_this_submission():
-    """tools/sm90_trace.py patches submission.py by its text: every stamp must still find
+    """tools/probes/sm90_trace.py patches submission.py by its text: every stamp must still find
     its place in the current kernel, and the result must be Python."""
     import ast
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sm90_trace as T
+    from tools.probes import sm90_trace as T
 
     out = T.traced_source((ROOT / "submission.py").read_text())
     ast.parse(out)
@@ -536,7 +535,7 @@ def test_trace_tool_instruments_this_submission():
                   "trace_ev(tr, tok_r.count - 1, 21)", "trace_ev(tr, tok_r.count - 1, 22)",
                   "flags = device_ptr(TRACE_BUF"):
         assert out.count(stamp) == 1, stamp
-    with pytest.raises(ValueError, match="update tools/sm90_trace.py"):
+    with pytest.raises(ValueError, match="update tools/probes/sm90_trace.py"):
         T.traced_source("no kernel here")
     timeline = T.traced_source((ROOT / "submission.py").read_text(), timeline=True)
     ast.parse(timeline)
@@ -557,8 +556,7 @@ def test_trace_tool_instruments_this_submission():
 def test_trace_timeline_table_places_the_points():
     """timeline_table on a synthetic timeline: 2 CTAs, entries 1 us apart, 4 K-tiles of
     1000 ns each, so every point's min / median / max is known."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sm90_trace as T
+    from tools.probes import sm90_trace as T
 
     t = torch.zeros(T.TIMELINE_CTAS, 8, T.TRACE_MAXK, T.TRACE_EV, dtype=torch.int64)
     for c in range(2):
@@ -585,8 +583,7 @@ def test_trace_transitions_time_a_later_tiles_start():
     """transition_lines on a synthetic CTA of two tiles of 2 K-tiles (slots 0, 1 and 2, 3):
     each step from the first tile's last K-tile start to the second's first wgmma, and the
     epilogue's points after its wait_group(0)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sm90_trace as T
+    from tools.probes import sm90_trace as T
 
     t = torch.zeros(T.TIMELINE_CTAS, 8, T.TRACE_MAXK, T.TRACE_EV, dtype=torch.int64)
     for k, start in enumerate((500, 1000, 2050, 3000)):
@@ -609,8 +606,7 @@ def test_trace_transitions_time_a_later_tiles_start():
 def test_trace_gap_table_orders_points_by_time():
     """gap_table on a synthetic trace: every warp of every CTA stamps the same K-tile shape
     (4 groups), so the medians are those stamps' gaps, in time order."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sm90_trace as T
+    from tools.probes import sm90_trace as T
 
     t = torch.zeros(T.TRACE_CTAS, 8, T.TRACE_MAXK, T.TRACE_EV, dtype=torch.int32)  # 2 WGs
     # offsets within a K-tile of 1000 cycles: start, wait0 at 10, tokwait 50, iss0 80, ...
@@ -868,15 +864,13 @@ def test_config_choice_models_only_the_candidates_its_bound_leaves(monkeypatch):
 
 
 def test_perfect_balance_bound_tool():
-    """tools/sm90_bound.py: one full 256 x 128 tile per SM costs its K-tiles at the full
+    """tools/probes/sm90_bound.py: one full 256 x 128 tile per SM costs its K-tiles at the full
     rate; a group's last token tile goes to the narrowest width that holds it; and no
     benchmark shape's bound beats the fp16 roofline at the rate the full tile implies."""
     from cases import task_cases
 
     from eval import flops_of
-
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sm90_bound as B
+    from tools.probes import sm90_bound as B
 
     k_tiles = 7
     assert B.bound_us([128], [132 * 256], [128 * k_tiles], 256, (128, 64)) == pytest.approx(k_tiles * B.ktile_us(256, 128))

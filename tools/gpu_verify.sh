@@ -11,7 +11,7 @@
 #   bash tools/gpu_verify.sh bench [OLD.py] eval.py benchmark with its baselines and report;
 #                                           with OLD.py also that file against this one in
 #                                           alternating processes (new, old, old, new) and
-#                                           their warm-call host time (tools/host_ab.py)
+#                                           their warm-call host time (tools/probes/host_ab.py)
 #   bash tools/gpu_verify.sh regimes        eval.py benchmark with its baselines on
 #                                           tools/regime_specs.txt (decode, MoE, prefill),
 #                                           report and JSON in $OUT/regimes
@@ -19,11 +19,37 @@
 # Every step runs under a timeout (a kernel that loses pipeline state hangs rather than
 # fails) and reports its exit status; the script goes on. Fallback warnings are collected at
 # the end: a kernel that silently fell back would pass the tests without running.
-# With the CuTe DSL from a bundle: source .device/setup.sh first (see the README).
+#
+# Runs from the repository root with .venv/bin/python (the environment ./dev makes), or
+# with $PYTHON: any Python with CUDA torch, the CuTe DSL (nvidia-cutlass-dsl) and pytest.
+# Without a CUDA GPU visible to torch or without the DSL it says so and exits 2.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+if [ -n "${PYTHON:-}" ]; then PY="$PYTHON"
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+else PY=python3; fi
+if ! why=$("$PY" -c '
+import sys
+missing = []
+try:
+    import torch
+except ImportError:
+    missing.append("no torch")
+else:
+    if not torch.cuda.is_available():
+        build = "" if torch.version.cuda else ", a CPU-only build"
+        missing.append(f"torch {torch.__version__} sees no CUDA GPU{build}")
+try:
+    import cutlass.cute  # noqa: F401
+except ImportError as e:
+    missing.append(f"no CuTe DSL ({e})")
+sys.exit("; ".join(missing) or None)
+' 2>&1); then
+  echo "tools/gpu_verify.sh needs CUDA torch and the CuTe DSL (nvidia-cutlass-dsl) in $PY" \
+    "(set PYTHON to another): $why" >&2
+  exit 2
+fi
 OUT="${OUT:-/tmp/gpu_verify}"; mkdir -p "$OUT"
-PY="${PYTHON:-python3}"
 EVAL="${EVAL:-eval.py}"
 part="${1:-checks}"
 LOG="$OUT/$part.log"
@@ -72,7 +98,7 @@ elif [ "$part" = bench ]; then
       i=$((i + 1))
       (cd "/tmp/ab_$side" && step 150 "benchmark $i: $side" "$PY" eval.py benchmark --json "$OUT/bench_${i}_$side.json")
     done
-    step 240 "warm-call host time, old against new" "$PY" tools/host_ab.py "$OLD" submission.py --rounds 6 --calls 500
+    step 240 "warm-call host time, old against new" "$PY" tools/probes/host_ab.py "$OLD" submission.py --rounds 6 --calls 500
   fi
 fi
 echo "== fallback and self-check warnings (none expected):" | tee -a "$LOG"

@@ -2,10 +2,10 @@
 measured in alternating rounds, so that the host's drift (which moves single-file figures
 by more than most host-side changes) hits both alike.
 
-    python tools/host_ab.py OLD.py NEW.py [--rounds 8] [--calls 1000]
+    python tools/probes/host_ab.py OLD.py NEW.py [--rounds 8] [--calls 1000]
 
 Per benchmark shape of task.yml (and small problems of their group counts) and per file, the median over rounds of the host time per
-call (tools/host_overhead.py's back_to_back_us: medians of 5 batches) two ways:
+call (tools/probes/host_overhead.py's back_to_back_us: medians of 5 batches) two ways:
   same:    one input called back to back (the call cache's latest-hit shortcut);
   cycle15: the shape's 15 inputs in turn, as the leaderboard's timed loop calls them (a
            full lookup per call).
@@ -22,14 +22,14 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
-from tools.host_overhead import (  # noqa: E402
+from tools.probes.host_overhead import (  # noqa: E402
     back_to_back_us,
     bound_launch_us,
     driver_launch_floor_us,

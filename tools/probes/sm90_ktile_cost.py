@@ -6,10 +6,10 @@ grid runs exactly one tile of that width, at two depths K: the kernel time's slo
 the K-tile cost, its intercept the tile's fixed cost plus the launch. Kernel time is the
 GEMM kernel's own CUDA time (torch.profiler), with PDL off.
 
-    python tools/sm90_ktile_cost.py                 # tile_n 128 and 256, widths 128 96 64 32
-    python tools/sm90_ktile_cost.py --tile-n 256 --widths 128,96
-    python tools/sm90_ktile_cost.py --tile-n 192 --tile-m 96 --widths 96,64,32
-    python tools/sm90_ktile_cost.py --tiles-per-cta 1,3    # + what each later tile of a CTA adds
+    python tools/probes/sm90_ktile_cost.py                 # tile_n 128 and 256, widths 128 96 64 32
+    python tools/probes/sm90_ktile_cost.py --tile-n 256 --widths 128,96
+    python tools/probes/sm90_ktile_cost.py --tile-n 192 --tile-m 96 --widths 96,64,32
+    python tools/probes/sm90_ktile_cost.py --tiles-per-cta 1,3    # + what each later tile of a CTA adds
 
 With --tiles-per-cta U1,U2 each CTA runs U tiles in turn (N = U x grid x tile_n): the
 intercepts' difference over U2 - U1 is what a tile after a CTA's first costs beyond its
@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

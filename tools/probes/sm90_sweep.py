@@ -2,10 +2,10 @@
 (15 inputs per shape, L2 flushed, one event pair around the 15 calls) and checks each
 result against the exact reference once. For config experiments on the H200:
 
-    python tools/sm90_sweep.py "tile_n=256,stages=4" "narrow=96/64" "narrow=" ...
-    python tools/sm90_sweep.py --module old/submission.py ""     # another submission.py
-    python tools/sm90_sweep.py --kernel-time ""                   # + per-call GPU time
-    python tools/sm90_sweep.py --spec-file tools/regime_specs.txt --shapes 6,7,8 "auto" ...
+    python tools/probes/sm90_sweep.py "tile_n=256,stages=4" "narrow=96/64" "narrow=" ...
+    python tools/probes/sm90_sweep.py --module old/submission.py ""     # another submission.py
+    python tools/probes/sm90_sweep.py --kernel-time ""                   # + per-call GPU time
+    python tools/probes/sm90_sweep.py --spec-file tools/regime_specs.txt --shapes 6,7,8 "auto" ...
 
 --kernel-time adds, per shape, the GEMM kernel's own duration per call (CUDA activity of
 torch.profiler over one round of the 15 calls), so that host-bound shapes show as such.
@@ -27,7 +27,7 @@ import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -3,10 +3,10 @@ K-tiles at the measured one-tile-per-CTA cost of its width, spread perfectly eve
 132 SMs, with no fixed cost per call or per tile and no split overhead. A lower bound for
 this kernel design (any schedule), to set against the fp16 roofline and the goals.
 
-    python tools/sm90_bound.py [--ceiling 762.5]
+    python tools/probes/sm90_bound.py [--ceiling 762.5]
 
 Costs per 128-K K-tile (us, H200, kernel time at pdl 0): one tile per CTA, the slope over
-K = 1024 and 4096 (`python tools/sm90_ktile_cost.py`). The same run's intercepts, a tile's fixed
+K = 1024 and 4096 (`python tools/probes/sm90_ktile_cost.py`). The same run's intercepts, a tile's fixed
 cost with the launch, were 4.7-4.9 us at tile_n 128 and 6.1-7.0 at 256; the bound leaves
 them out.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 NUM_SMS = 132
 KTILE_US = {  # (tile_n, token width) -> us per K-tile

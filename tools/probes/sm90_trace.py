@@ -7,11 +7,11 @@ kernel's split-K flags pointer, unused without K-range). It runs a few cases thr
 copy, then prints, per case, the median cycles between consecutive points of a steady
 K-tile, in time order. `show` prints the same from a saved file (no GPU needed).
 
-    python tools/sm90_trace.py run [--out traces.pt]     # on the H200
-    python tools/sm90_trace.py show traces.pt
-    python tools/sm90_trace.py timeline [--out timeline.pt]  # on the H200
-    python tools/sm90_trace.py show timeline.pt
-    python tools/sm90_trace.py timeline --module build/old/submission.py --only "tile_n 256"
+    python tools/probes/sm90_trace.py run [--out traces.pt]     # on the H200
+    python tools/probes/sm90_trace.py show traces.pt
+    python tools/probes/sm90_trace.py timeline [--out timeline.pt]  # on the H200
+    python tools/probes/sm90_trace.py show timeline.pt
+    python tools/probes/sm90_trace.py timeline --module build/old/submission.py --only "tile_n 256"
 
 --module instruments another submission.py (an A/B of two kernels' timelines), --only runs
 the cases whose name contains the text.
@@ -40,7 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 TRACE_MAXK = 64  # K-tiles recorded per warp (by the consumer's token-ring count)
@@ -105,7 +105,7 @@ def _insert_after(text: str, pattern: str, stamp: str, count: int = 1, before: b
     lines = text.split("\n")
     hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
     if len(hits) < count:
-        raise ValueError(f"instrumenting submission.py: no line matches {pattern!r}; update tools/sm90_trace.py")
+        raise ValueError(f"instrumenting submission.py: no line matches {pattern!r}; update tools/probes/sm90_trace.py")
     for i in reversed(hits[:count]):
         indent = re.match(r"\s*", lines[i]).group(0)
         lines.insert(i if before else i + 1, indent + stamp)
@@ -114,7 +114,7 @@ def _insert_after(text: str, pattern: str, stamp: str, count: int = 1, before: b
 
 def _replace(text: str, old: str, new: str) -> str:
     if old not in text:
-        raise ValueError(f"instrumenting submission.py: {old!r} not found; update tools/sm90_trace.py")
+        raise ValueError(f"instrumenting submission.py: {old!r} not found; update tools/probes/sm90_trace.py")
     return text.replace(old, new, 1)
 
 
@@ -126,7 +126,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
     if timeline:
         pre, sep, sm90 = src.partition("class Sm90Fp4GroupedGemm:")
         if not sep:
-            raise ValueError("instrumenting submission.py: no Sm90Fp4GroupedGemm; update tools/sm90_trace.py")
+            raise ValueError("instrumenting submission.py: no Sm90Fp4GroupedGemm; update tools/probes/sm90_trace.py")
         sm90 = _insert_after(sm90, r"^\s+warp_idx = cute\.arch\.make_warp_uniform\(cute\.arch\.warp_idx\(\)\)$",
                              "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 0)")
         sm90 = _replace(sm90, "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)",
@@ -151,7 +151,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
         src = pre + sep + sm90
     head, sep, rest = src.partition("    def k_tile(")
     if not sep:
-        raise ValueError("instrumenting submission.py: no k_tile; update tools/sm90_trace.py")
+        raise ValueError("instrumenting submission.py: no k_tile; update tools/probes/sm90_trace.py")
     body, sep2, tail = rest.partition("    @cute.jit\n    def epilogue(")
     body = _replace(body, "wgt, wm, sc):", "wgt, wm, sc, tr):")
     body = _insert_after(body, r"^\s+groups = 4 \* self\.blocks$", "kt_ = tok_r.count; trace_ev(tr, kt_, 0)")
@@ -195,7 +195,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
 
 
 def load_traced(tmp: Path, timeline: bool = False, module: Path = ROOT / "submission.py"):
-    from tools.sm90_sweep import load_submission
+    from tools.probes.sm90_sweep import load_submission
 
     (tmp / "submission.py").write_text(traced_source(module.read_text(), timeline))
     return load_submission(str(tmp / "submission.py"))

@@ -2,10 +2,10 @@
 registers and spills (ptxas -v on the dumped PTX), local-memory instructions in the DSL's
 own cubin, and the instruction mix of every loop that issues wgmmas (per iteration).
 
-    python tools/sm90_sass.py                 # the default config
-    python tools/sm90_sass.py tile_n=256      # Sm90Config fields as key=value
-    python tools/sm90_sass.py --module build/old/submission.py tile_n=256   # another file
-    python tools/sm90_sass.py --same-ptx-as build/old/submission.py tile_n=256
+    python tools/probes/sm90_sass.py                 # the default config
+    python tools/probes/sm90_sass.py tile_n=256      # Sm90Config fields as key=value
+    python tools/probes/sm90_sass.py --module build/old/submission.py tile_n=256   # another file
+    python tools/probes/sm90_sass.py --same-ptx-as build/old/submission.py tile_n=256
 
 --same-ptx-as compiles the config from both files and says whether the kernels' PTX is the
 same once the DSL's object names are masked: a kernel that is PTX-identical to a measured
@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def find_cuobjdump() -> str | None:

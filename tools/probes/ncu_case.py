@@ -1,8 +1,8 @@
 """A few warm custom_kernel calls on benchmark shapes, as a target for Nsight Compute:
 
     ncu --kernel-name regex:Sm90Fp4GroupedGemm_object_at__TiledMMA --launch-skip 1 \\
-        --launch-count 1 --section SpeedOfLight python3 tools/ncu_case.py 0
-    ncu ... python3 tools/ncu_case.py --spec-file tools/regime_specs.txt 6
+        --launch-count 1 --section SpeedOfLight python3 tools/probes/ncu_case.py 0
+    ncu ... python3 tools/probes/ncu_case.py --spec-file tools/regime_specs.txt 6
 
 Arguments: indexes into task.yml's benchmarks (default 0 and 2), or into the cases of a
 spec file with --spec-file.
@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

@@ -5,7 +5,7 @@ On a GPU this times the real path (no synchronization inside the timed loop, so 
 figure is the host's work plus the launch call). Without a GPU the kernel launch is
 stubbed out, which measures the wrapper alone.
 
-    python tools/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes] [--new-sizes-sequence 600]
+    python tools/probes/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes] [--new-sizes-sequence 600]
 
 --new-sizes adds the host time of calls whose problem sizes were never seen (a
 mixture-of-experts layer whose M per expert changes every call): validation, the config
@@ -26,7 +26,7 @@ import time
 from itertools import chain
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

@@ -2,9 +2,9 @@
 them, and a variant submission with another, for timing. Needs a GPU (the CUDA driver's
 cuTensorMapEncodeTiled) and the CuTe DSL.
 
-    python tools/tma_l2_promotion.py
-    python tools/tma_l2_promotion.py --variant build/l2_256 --promotion 256 --descs b
-    python tools/sm90_sweep.py --module build/l2_256/submission.py \\
+    python tools/probes/tma_l2_promotion.py
+    python tools/probes/tma_l2_promotion.py --variant build/l2_256 --promotion 256 --descs b
+    python tools/probes/sm90_sweep.py --module build/l2_256/submission.py \\
         --spec-file tools/regime_specs.txt --shapes 6,7,8 auto
 
 A CUtensorMap is 128 opaque bytes, and the DSL's TMA atoms take no promotion argument.
@@ -23,7 +23,7 @@ import ctypes
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PROMOTIONS = {"none": 0, "64": 1, "128": 2, "256": 3}  # CUtensorMapL2promotion
@@ -84,7 +84,7 @@ def write_variant(directory: Path, word: int, bits: int, value: int, descs: str)
     if src.count(INIT_ANCHOR) != 1 or src.count(HELPER_ANCHOR) != 1:
         raise RuntimeError("submission.py's init kernel no longer has the lines this patch anchors on")
     signed = lambda x: x - (1 << 32) if x >= 1 << 31 else x  # noqa: E731
-    lines = ["\n\ndef _set_l2_promotion(desc_a, desc_b):  # written by tools/tma_l2_promotion.py"]
+    lines = ["\n\ndef _set_l2_promotion(desc_a, desc_b):  # written by tools/probes/tma_l2_promotion.py"]
     for name in sorted(set(descs)):
         lines += [f"    words = cute.make_tensor(cute.recast_ptr(desc_{name}, dtype=cutlass.Int32), cute.make_layout(32))",
                   f"    words[{word}] = (words[{word}] & Int32({signed(~bits & 0xFFFFFFFF)})) | Int32({signed(value)})"]

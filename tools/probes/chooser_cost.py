@@ -2,11 +2,11 @@
 per submission.py given, the CPU time of choose_sm90_config per problem (schedule memo
 cleared, best of 5 rounds) and how many candidates it models, on seeded problems of the
 four benchmark shapes' N and K with random M (1 .. 400) at 2, 8 and 16 groups, on
-tools/host_overhead.py's --new-sizes set (G = 8, M 16 .. 256, N 4096, K 512), and on
+tools/probes/host_overhead.py's --new-sizes set (G = 8, M 16 .. 256, N 4096, K 512), and on
 decode steps (the regime cases' G = 8 / 32 / 64, N and K, M 1 .. 8), and on
 mixture-of-experts projections (the regime cases' G = 32, N and K, M 16 .. 200).
 
-    python tools/chooser_cost.py build/old/submission.py submission.py
+    python tools/probes/chooser_cost.py build/old/submission.py submission.py
 
 CPU time on a shared 2-core machine varies by 2x between rounds; the count of modeled
 candidates does not.

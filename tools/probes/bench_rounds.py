@@ -1,8 +1,8 @@
 """The leaderboard's timing loop on one case, round by round: which rounds are slow, and
 what the host did in them.
 
-    python tools/bench_rounds.py --spec-file tools/regime_specs.txt 7 [--rounds 6]
-    python tools/bench_rounds.py 0                      # task.yml's benchmark 0
+    python tools/probes/bench_rounds.py --spec-file tools/regime_specs.txt 7 [--rounds 6]
+    python tools/probes/bench_rounds.py 0                      # task.yml's benchmark 0
 
 As the harness does (eval.py's _run_single_benchmark): 15 inputs, one warm-up call on a
 clone of each, then rounds of the 15 calls with the L2 flushed, CUDA events around each
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

@@ -2,10 +2,10 @@
 spec file of a sample of them to time on a GPU. For changes to the chooser or its cost
 model, whose effect lies where the choice changes:
 
-    python tools/choice_diff.py build/old/submission.py submission.py --spec-out changed.txt
-    python tools/kernel_ab.py build/old/submission.py submission.py --spec-file changed.txt
+    python tools/probes/choice_diff.py build/old/submission.py submission.py --spec-out changed.txt
+    python tools/probes/kernel_ab.py build/old/submission.py submission.py --spec-file changed.txt
 
-The corpus is tools/schedule_equivalence.py's (the task's problems and 160 seeded random
+The corpus is tools/probes/schedule_equivalence.py's (the task's problems and 160 seeded random
 ones) on 132 SMs. Per kind of change (old config -> new), the most frequent first, up to
 three of its problems (a seeded sample where there are more), leaving out those of more
 than 2e11 multiply-adds, go to the spec file as eval.py spec lines.
@@ -17,11 +17,11 @@ import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tools.host_ab import load  # noqa: E402
-from tools.schedule_equivalence import problems  # noqa: E402
+from tools.probes.host_ab import load  # noqa: E402
+from tools.probes.schedule_equivalence import problems  # noqa: E402
 
 MAX_MACS = 2e11  # a case that a GPU times in well under a second a round
 

@@ -1,9 +1,9 @@
 """Two submission files timed against each other in one process on a GPU, alternating
 (new, old, old, new, ...), so that the machine's drift hits both alike.
 
-    python tools/kernel_ab.py OLD.py NEW.py                        # task.yml's benchmarks
-    python tools/kernel_ab.py OLD.py NEW.py --spec-file tools/regime_specs.txt --shapes 4,5,6
-    python tools/kernel_ab.py OLD.py NEW.py --steps 32,2048,7168,1,8 --shapes none
+    python tools/probes/kernel_ab.py OLD.py NEW.py                        # task.yml's benchmarks
+    python tools/probes/kernel_ab.py OLD.py NEW.py --spec-file tools/regime_specs.txt --shapes 4,5,6
+    python tools/probes/kernel_ab.py OLD.py NEW.py --steps 32,2048,7168,1,8 --shapes none
 
 Per case: both files' results are checked once against the exact reference, then each
 round times the leaderboard's loop (eval.time_calls: the case's 15 inputs, L2 flushed, one
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -37,7 +37,7 @@ import torch  # noqa: E402
 import eval as ev  # noqa: E402
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
-from tools.host_ab import load  # noqa: E402
+from tools.probes.host_ab import load  # noqa: E402
 
 STEPS = 24
 

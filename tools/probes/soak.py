@@ -5,7 +5,7 @@ wraps its tensors in fresh view objects (new identities at the same addresses), 
 call cache keeps missing and evicting while the pointer cache sees repeats. Every
 `check_every` calls the result is compared with the reference.
 
-    python tools/soak.py [--calls 10000] [--json out.json]
+    python tools/probes/soak.py [--calls 10000] [--json out.json]
 On a machine without a GPU the kernel launch is stubbed (tools/host_overhead.install_stub).
 """
 
@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
@@ -110,7 +110,7 @@ def main() -> int:
     parser.add_argument("--json")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        from tools.host_overhead import install_stub
+        from tools.probes.host_overhead import install_stub
 
         install_stub()
     # A stubbed launch computes nothing, so there is nothing to check on a CPU.

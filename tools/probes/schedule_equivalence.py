@@ -2,7 +2,7 @@
 schedules? For host-side refactors of the chooser and the schedule generators, whose
 output decides what the measured kernels run (CPU only, a few seconds per file).
 
-    python tools/schedule_equivalence.py build/old/submission.py submission.py
+    python tools/probes/schedule_equivalence.py build/old/submission.py submission.py
 
 The corpus: the task.yml benchmarks and tests, then 160 seeded random problems (1 to 64
 groups, mixed M, mostly shared N and K), each on 132 and on 11 SMs. Per problem it
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def problems() -> list[tuple]:

@@ -2,7 +2,7 @@
 copy's rate (bytes read + written, as eval.py's roofline counts it) against the best
 read-only rate found, in one process on the GPU.
 
-    python tools/read_bandwidth.py            # 1 GiB; needs a CUDA GPU and Triton
+    python tools/probes/read_bandwidth.py            # 1 GiB; needs a CUDA GPU and Triton
 
 The reads are a Triton grid-stride kernel over a contiguous buffer, swept over block size,
 programs per SM, warps and pipeline stages; torch's sum and a fill are printed beside them.
@@ -14,7 +14,7 @@ and on eval.py's all-ones buffer: whether the timing or the data moves the ceili
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -2,7 +2,7 @@
 // clock per SM: cvt.rn.f16x2.e4m3x2 (F2FP), lop3, prmt, mul.rn.f16x2 (HMUL2), fma.rn.f16x2.
 // Each thread runs 8 independent chains of one instruction, 2 CTAs of 1024 threads per SM.
 //
-//     nvcc -arch=sm_90a -O3 tools/sm90_alu_rates.cu -o /tmp/alu_rates && /tmp/alu_rates
+//     nvcc -arch=sm_90a -O3 tools/probes/sm90_alu_rates.cu -o /tmp/alu_rates && /tmp/alu_rates
 //
 // The decode of 8 E2M1 values costs 11 instructions of the 64-lane integer pipe (3 shifts,
 // 4 lop3, 4 F2FP) and 4 HMUL2 of the 128-lane fp16 pipe (docs/performance.md, "Regimes").

@@ -3,11 +3,11 @@ address range and per instruction. Make the export on the GPU machine with
 
     ncu --clock-control none --kernel-name regex:Sm90Fp4GroupedGemm_object_at__TiledMMA \\
         --launch-skip 1 --launch-count 1 --section WarpStateStats --section SourceCounters \\
-        --page source --print-source sass --csv python3 tools/ncu_case.py 0 > src.csv
+        --page source --print-source sass --csv python3 tools/probes/ncu_case.py 0 > src.csv
 
 then, anywhere:
 
-    python tools/ncu_stalls.py src.csv [name:lo:hi ...]   # lo, hi: hex offsets in the kernel
+    python tools/probes/ncu_stalls.py src.csv [name:lo:hi ...]   # lo, hi: hex offsets in the kernel
 """
 
 import collections

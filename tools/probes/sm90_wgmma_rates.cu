@@ -5,7 +5,7 @@
 // The A fragment and the B tile (fp16 ones in shared memory, no swizzle) stay constant:
 // this times the tensor pipe, not data.
 //
-//     nvcc -gencode arch=compute_90a,code=sm_90a -O3 tools/sm90_wgmma_rates.cu -o /tmp/wgmma_rates && /tmp/wgmma_rates
+//     nvcc -gencode arch=compute_90a,code=sm_90a -O3 tools/probes/sm90_wgmma_rates.cu -o /tmp/wgmma_rates && /tmp/wgmma_rates
 //
 // The ideal is 64 x N x 16 FMAs at 2048 FMA per clock per SM (989 dense fp16 TFLOP/s at
 // 1.83 GHz on 132 SMs); docs/performance.md ("Regimes") reads the small-N floor.

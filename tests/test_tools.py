@@ -1,0 +1,39 @@
+"""tools/: what each tool needs to run, and where it lives."""
+
+import os
+import subprocess
+import sys
+
+from cases import ROOT
+
+
+def test_gpu_verify_says_what_it_lacks_and_stops(tmp_path):
+    """tools/gpu_verify.sh without a CUDA GPU visible to torch and without the CuTe DSL:
+    one line on stderr naming both, exit status 2, nothing run and nothing written."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['cutlass'] = None\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": str(hide), "OUT": str(out)}
+    proc = subprocess.run(["bash", "tools/gpu_verify.sh", "checks"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("tools/gpu_verify.sh needs CUDA torch and the CuTe DSL")
+    assert "sees no CUDA GPU" in lines[0] and "no CuTe DSL" in lines[0]
+    assert not out.exists()
+
+
+def test_tools_readme_lists_every_tool_and_probe():
+    """tools/README.md has one row per file of tools/ and of tools/probes/, and no row for
+    a file that is not there."""
+    import re
+
+    readme = (ROOT / "tools" / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([\w.]+)` \|", readme, flags=re.M))
+    present = {p.name for d in (ROOT / "tools", ROOT / "tools" / "probes") for p in d.iterdir()
+               if p.is_file() and p.name not in ("__init__.py", "README.md")}
+    assert listed == present
