@@ -434,7 +434,7 @@ def measure_bandwidth() -> tuple[float, str]:
     """The memory bandwidth in GB/s and its label: the larger of a large copy's rate (bytes
     read + written) and a large sum's (bytes read). A GEMM's operand bytes are nearly all
     read, and reads alone ran 1-3 % faster than the copy on the H200 (python
-    tools/read_bandwidth.py), so the copy alone would be a ceiling that such a kernel
+    tools/probes/read_bandwidth.py), so the copy alone would be a ceiling that such a kernel
     could beat."""
     if torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()

@@ -15,6 +15,7 @@ from .kernel_runner import GroupedGemmRunner, KernelBackend, LayoutMiss
 from .sm90 import sm90_backend
 from .sm100 import sm100_backend
 from .torch_paths import run_torch_fallback
+from .watchdog import requested_injection, watchdog_timeout_ms
 
 
 def requested_path() -> str:
@@ -83,7 +84,8 @@ def get_runner(device: torch.device, path: str) -> GroupedGemmRunner:
         # setdefault: of two threads that both found none, both use the one stored first
         runner = _runners.setdefault((device, path), GroupedGemmRunner(
             _BACKENDS[path](), num_sms, self_check=requested_self_check(), device_index=device.index,
-            other_devices=torch.cuda.device_count() > 1,
+            other_devices=torch.cuda.device_count() > 1, watchdog_ms=watchdog_timeout_ms(),
+            inject=requested_injection(),
         ))
     return runner
 

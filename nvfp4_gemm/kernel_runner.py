@@ -182,7 +182,7 @@ class RepeatedCall(NamedTuple):
     immutable, so their identity fixes every tensor and size in them, and the check is
     2 x G + G identity comparisons with nothing built: 0.63 / 0.87 us at G = 2 / 8 on the
     H200's host, where the call key (5 x G new ints) took 1.79 / 4.15 and its lookup 0.37 /
-    0.79 (python tools/host_overhead.py --breakdown). Holding the tuples keeps one call's
+    0.79 (python tools/probes/host_overhead.py --breakdown). Holding the tuples keeps one call's
     tensors alive, and only while its caller is repeating it: any other call drops it."""
 
     groups: int
@@ -252,8 +252,8 @@ class GroupedGemmRunner:
 
     def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
                  self_check: bool | None = None, device_index: int | None = None,
-                 other_devices: bool = True, watch: WatchSettings = WatchSettings(),
-                 watchdog_ms: int = DEFAULT_WATCHDOG_MS):
+                 other_devices: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
+                 inject: tuple[str, str | None] | None = None):
         self.backend = backend
         self.num_sms = num_sms
         # the CUDA device whose context the kernels live in (None: no device, as in the CPU
@@ -275,10 +275,11 @@ class GroupedGemmRunner:
         # own latest item does; no input)
         self._last_hit: CallEntry | None = None
         self.rejected: dict = {}  # config -> why it is not used again (self-check, launch error)
-        # the watchdog: how kernels are built (WatchSettings), how long a wait may last, one
-        # error record per config, and the sizes of each pointer table's launches by tag
-        self.watch = watch
+        # the watchdog: how long a wait may last (0: kernels built without it), the fault to
+        # build in (watch_settings), one error record per config, and the sizes of each
+        # pointer table's launches by tag
         self.watchdog_ms = watchdog_ms
+        self.inject = inject
         self.timeout_ns = timeout_ns(watchdog_ms)
         self.records: dict = {}
         self._tag_sizes = LruCache(4 * maxsize)
@@ -434,7 +435,7 @@ class GroupedGemmRunner:
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
         check = self.self_check and (config, sizes) not in self.checked
-        compiled = self.compiled.get_or_create(config, lambda: b.compile(config, self.watch))
+        compiled = self.compiled.get_or_create(config, lambda: b.compile(config, self.watch_settings(config)))
         key = self.size_class(sizes)
         sched = self.schedules.get_or_create(
             (key, config), lambda: self._make_schedule(key, config, problem.device)
@@ -478,6 +479,15 @@ class GroupedGemmRunner:
         if layout is not None:
             self.layouts.put(layout, (config, sizes, ptrs))
         return outputs
+
+    def watch_settings(self, config) -> WatchSettings:
+        """How `config` is built: with the watchdog unless NVFP4_GEMM_WATCHDOG_MS is 0, and
+        with the injected fault where NVFP4_GEMM_INJECT_HANG names this config or none."""
+        if self.inject is not None:
+            site, target = self.inject
+            if target is None or target == self.backend.config_name(config):
+                return WatchSettings(inject=site)
+        return WatchSettings(enabled=self.watchdog_ms != 0)
 
     def _retire_timed_out(self, table: PointerTable) -> None:
         """A wait of a launch of table's config gave up (its watchdog record is set): the

@@ -147,7 +147,7 @@ class WorkUnit(NamedTuple):
     cached schedule holds hundreds of units. Tracked objects that live on in caches count
     towards the next full collection, which walks every object of the process (about 0.2 s
     for a bare torch process on a 2-core CPU): a few hundred per new problem size cost
-    milliseconds per call on average (measured: python tools/host_overhead.py --new-sizes)."""
+    milliseconds per call on average (measured: python tools/probes/host_overhead.py --new-sizes)."""
 
     group: int
     tm: int  # tile index along M
@@ -266,7 +266,7 @@ def _fill_k_ranges(items, budget: float, max_ctas: int, unit_us: float, fixup_us
 # model. Each halving is a greedy fill in Python over every tile, the bulk of the
 # host's cost for problem sizes it has not seen; 1e-4 needs ~13 where 1e-7 needed ~24.
 # Against 1e-7: the benchmark shapes' schedules are the same; 65 of the 348 cases of
-# tools/schedule_equivalence.py differ, with makespans at most 8.4e-5 longer.
+# tools/probes/schedule_equivalence.py differ, with makespans at most 8.4e-5 longer.
 SPLIT_REL_TOL = 1e-4
 
 

@@ -756,7 +756,7 @@ class Sm100BlockScaledGroupedGemm:
             tmem_dealloc_mbar: cutlass.Int64
             # the MMA warp's last tcgen05 operations are done (its teardown commit)
             mma_done_mbar: cutlass.Int64
-            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's block
+            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's
             tmem_holding_buf: cutlass.Int32
             # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
             sC: cute.struct.Align[
@@ -854,7 +854,7 @@ class Sm100BlockScaledGroupedGemm:
         storage = smem.allocate(self.shared_storage)
         # the watchdog's block, ordered before any wait by the CTA barrier (the clusters'
         # barriers below are relaxed: they order the mbarrier inits, not plain stores)
-        guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), (
+        guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), self.threads_per_cta // 32, (
             (("sm100.tma.empty", "sm100.tma.tail", "sm100.mma.full"), storage.ab_mbar.data_ptr(),
              self.num_ab_stage),
             (("sm100.mma.acc_empty", "sm100.mma.tail", "sm100.epilogue.acc_full"), storage.acc_mbar.data_ptr(),
@@ -1169,7 +1169,7 @@ class Sm100BlockScaledGroupedGemm:
             t = self.next_tile(guard, t, num_clusters, num_tiles)
         # keep the CTA alive until the MMA warp released every stage it was sent
         self.stages_tail(guard, ab_pipeline, producer_state, "sm100.tma.tail", num_tiles)
-        guard.report(cute.arch.lane_idx() == 0)
+        guard.leave(cute.arch.lane_idx() == 0)
 
     # ----------------------------------------------------------------- watchdog
     @cute.jit
@@ -1404,7 +1404,7 @@ class Sm100BlockScaledGroupedGemm:
                         self.commit_to(acc_pipeline, mma_done_ptr)
                     elif fault == 0:
                         self.commit_to(acc_pipeline, mma_done_ptr)
-            guard.report(cute.arch.lane_idx() == 0)
+        guard.leave(cute.arch.lane_idx() == 0)
 
     @cute.jit
     def release_fault(self, guard, first_tile, last_tile, k, k_tiles):
@@ -1613,7 +1613,7 @@ class Sm100BlockScaledGroupedGemm:
                     self.wait(guard, tmem_dealloc_mbar_ptr, Int32(0), "sm100.teardown.peer", num_tiles, Int32(0))
             cute.arch.dealloc_tmem(acc_tmem_ptr, self.num_tmem_alloc_cols, is_two_cta=self.use_2cta)
         c_pipeline.producer_tail()
-        guard.report(tidx == 0)
+        guard.leave(tidx % 32 == 0)
 
 
 # Compilation (works without a GPU: fake pointers)

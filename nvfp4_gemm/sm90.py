@@ -196,6 +196,12 @@ class Sm90Fp4GroupedGemm:
         self.tx_bytes = self.a_stage_bytes + self.b_stage_bytes + self.sfa_stage_bytes + self.sfb_stage_bytes
         self.tbuf_bytes = self.tile_m * SM90_PACKED_K_TILE * 2  # one decoded token K-tile
 
+    @property
+    def waiting_warps(self) -> int:
+        """The warps that wait on barriers (WaitGuard): the consumers and the TMA warp (the
+        producer warpgroup's other warps leave at once)."""
+        return self.cfg.consumer_threads // 32 + 1
+
     @staticmethod
     def can_implement(cfg: Sm90Config, problem_sizes) -> bool:
         return sm90_config_is_legal(cfg) and sm90_is_valid_problem(problem_sizes)
@@ -345,7 +351,7 @@ class Sm90Fp4GroupedGemm:
             # each pipeline's full and empty barriers, then the watchdog's stage numbers
             mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 4]
             tbar: cute.struct.MemRange[cutlass.Int64, self.token_buffers * 4]
-            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's block
+            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's
             sDecT: cute.struct.Align[
                 cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
             ]
@@ -401,7 +407,7 @@ class Sm90Fp4GroupedGemm:
         smem = utils.SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         # the watchdog's block, before the barrier that the pipelines' creation ends with
-        guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), (
+        guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), self.waiting_warps, (
             (("sm90.producer.empty", "sm90.producer.tail", "sm90.consumer.full"), storage.mbar.data_ptr(),
              self.stages),
             (("sm90.consumer.tokens",), storage.tbar.data_ptr(), self.token_buffers),
@@ -461,7 +467,7 @@ class Sm90Fp4GroupedGemm:
         """Pulls into L1 what the start of a CTA reads: its ranges row, its first unit (at row
         bidx * unit_stride) and every group's sizes and pointers. Without it they are three
         dependent global loads (ranges -> unit -> sizes and pointers) before the first TMA
-        issue, about 0.4 us each on the H200 (tools/sm90_trace.py timeline). Prefetched at
+        issue, about 0.4 us each on the H200 (tools/probes/sm90_trace.py timeline). Prefetched at
         entry, while the barriers are initialized, they moved the first TMA issue from
         1.97 to 1.50-1.60 us (the unit's read still trails the ranges row by ~0.5 us).
         The tables are written only by host copies ordered before the launch, never by a
@@ -608,7 +614,7 @@ class Sm90Fp4GroupedGemm:
                 ab_pipeline.producer_commit(state)
                 state.advance()
         self.producer_tail(guard, ab_pipeline, state, span[-1] - 1)
-        guard.report(lane == 0)
+        guard.leave(lane == 0)
 
     # ---------------- consumers ----------------
     @cute.jit
@@ -637,7 +643,7 @@ class Sm90Fp4GroupedGemm:
                                            mUnits, tmaps_ptr, split, (span[0], span[-1] - 1))
         # the staging boxes stay allocated until their last TMA stores have read them
         bulk_wait_read(Int32(tidx % 128 == 0))
-        guard.report(tidx == 0)
+        guard.leave(tidx % 32 == 0)
 
     @cute.jit
     def mma_operands(self, tiled_mma, sT, tidx, tokens: int):
@@ -785,15 +791,20 @@ class Sm90Fp4GroupedGemm:
         return this thread's address in the slot."""
         if tidx % 128 == 0:
             flag = self.flag_addr(split, slot, tidx)
-            if cutlass.const_expr(guard.enabled):
-                guard.wait_flag(flag, "sm90.fixup.flag", slot, u, Int32(0))
-            else:
-                seen = ld_acquire_u32(flag)
-                while seen == 0:
-                    seen = ld_acquire_u32(flag)
+            self.wait_flag(guard, flag, slot, u)
             st_relaxed_zero(flag)
         cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
         return self.partial_addr(split, slot, tidx)
+
+    @cute.jit
+    def wait_flag(self, guard, flag, slot, u):
+        """Until the PARTIAL's flag is set (acquire); with the watchdog a bounded wait."""
+        if cutlass.const_expr(guard.enabled):
+            guard.wait_flag(flag, "sm90.fixup.flag", slot, u, Int32(0))
+        else:
+            seen = ld_acquire_u32(flag)
+            while seen == 0:
+                seen = ld_acquire_u32(flag)
 
     @cute.jit
     def store_partial(self, acc, split, slot, tidx, rows: int, fault=None):
@@ -1101,7 +1112,7 @@ class Sm90Fp4GroupedGemm:
         """The staged box -> C with 16-byte stores by the WG's 128 threads, for the CTA's
         last tile: a TMA store would hold the CTA (and its SM, which the next call's CTA
         waits for) until the TMA unit has read the box, about 1 us after the store is
-        issued on the H200 (tools/sm90_trace.py timeline); plain stores leave nothing
+        issued on the H200 (tools/probes/sm90_trace.py timeline); plain stores leave nothing
         reading shared memory once issued. Per pass 16 token rows x 8 chunks of 8 columns,
         8 consecutive lanes one row's 128 bytes; a chunk is wholly in C or wholly past N
         (n % 8 == 0, the TMA path's condition), rows past M are skipped."""

@@ -173,7 +173,7 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     tokens at tile_n 256 or 192. On the H200, alternating in one call: whole 128-row
     tiles 30.19 / 14.60 against 30.64 / 14.80 us on benchmark shapes 2 / 3, the decode
     tile 46.4 / 88.4 / 55.4 against 47.2 / 89.0 / 55.5 on the decode cases (python
-    tools/sm90_sweep.py "" "mma_depth=2"); but the K-range split tiles of shape 2 ran
+    tools/probes/sm90_sweep.py "" "mma_depth=2"); but the K-range split tiles of shape 2 ran
     29.23 against 29.12 us (python eval.py benchmark, new, old, old, new), so split
     configs keep one. The decode tile asks for three (SM90_DECODE_TILE).
     weights_early is on where the registers allow it after mma_depth (tile_n 128, whole
@@ -181,7 +181,7 @@ def make_sm90_config(tile_n: int = 128, **kw) -> Sm90Config:
     29.7 against 14.6 / 30.1 us on benchmark shapes 3 / 2 at tile_n 128, 28.8-28.9
     against 29.0 us on shape 2's balanced split tiles, 43.9-44.1 / 83.3-83.4 / 52.6
     against 44.0-44.1 / 83.5-83.6 / 53.2-53.3 on the decode cases (python
-    tools/sm90_sweep.py CFG "CFG,weights_early=1" CFG "CFG,weights_early=1"), every result
+    tools/probes/sm90_sweep.py CFG "CFG,weights_early=1" CFG "CFG,weights_early=1"), every result
     checked against the reference."""
     if "mma_depth" not in kw:
         deep = Sm90Config(tile_n=tile_n, mma_depth=2, **kw)
@@ -442,11 +442,11 @@ def sm90_token_scale_selector(group, wpt: int, chunk=None):
     return 0x1111 * (2 * (chunk % 2) + h)
 
 
-# Cost of a tile on the H200, measured (python tools/sm90_ktile_cost.py):
+# Cost of a tile on the H200, measured (python tools/probes/sm90_ktile_cost.py):
 # microseconds per 128-K K-tile by (tile_n, token rows), and a fixed cost per tile that takes
 # in its prologue, epilogue and pipeline fill. Only ratios matter: they pick the tile_n.
 # The narrower widths scale the full tile's figure by what one tile per CTA measured
-# (python tools/sm90_ktile_cost.py: 1.572 / 1.396 / 1.111 / 0.928 us at
+# (python tools/probes/sm90_ktile_cost.py: 1.572 / 1.396 / 1.111 / 0.928 us at
 # tile_n 256 and 1.028 / 0.861 / 0.763 / 0.539 at 128 for 128 / 96 / 64 / 32 tokens): the
 # weight decode, the same at every width, keeps narrow tiles dear.
 # (256, 96) is fit, not scaled: at the measured ratio (1.53) the model gives shape 1 the
@@ -458,7 +458,7 @@ SM90_KTILE_US = {
     (192, 128): 1.34, (192, 96): 1.23, (192, 64): 0.95, (192, 32): 0.79,
 }
 # 96-row token tiles at tile_n 192 (all three WGs decode), measured one tile per CTA
-# (python tools/sm90_ktile_cost.py): 0.967 / 0.840 / 0.752 us per K-tile at
+# (python tools/probes/sm90_ktile_cost.py): 0.967 / 0.840 / 0.752 us per K-tile at
 # 96 / 64 / 32 tokens, in this table's units x 1.058 (its (192, 128) entry against the same
 # run's one-tile 1.267 us). Per MAC that is tile_n 128's rate (0.837 us per 128 x 128
 # K-tile then): it decodes as many values per MAC, 1/96 + 1/192 = 2/128, though its K-loop
@@ -466,7 +466,7 @@ SM90_KTILE_US = {
 SM90_KTILE_US_96_TOKENS = {(192, 96): 1.02, (192, 64): 0.89, (192, 32): 0.80}
 # Decode: 32-token tiles at tile_n 256 (4 packed stages; 7 or 9 measured no faster), fit
 # to one wave of 128 tiles of 56 K-tiles (G = 8, N = 4096, K = 7168; python
-# tools/sm90_sweep.py --spec-file tools/regime_specs.txt): 1-8 tokens a group ran 47.1 us
+# tools/probes/sm90_sweep.py --spec-file tools/regime_specs.txt): 1-8 tokens a group ran 47.1 us
 # at width 16 and 17-32 tokens 52.4 us at width 32, where the 128-token config's width-64
 # phase (1.22 above) ran 61.1 and 61.0. The (256, 16) entry above is the 128-token config's
 # width-16 phase (48.7 us on the same case). G = 32 x (N = 2048, K = 7168) and
@@ -495,14 +495,14 @@ SM90_NARROW_CHOICES = ((96, 64), (64,))
 # Three wgmma groups in flight (all that its 4 A fragments allow): a width-16 or -32 wgmma
 # is short beside its latency, so one more in flight hides more of it. 42.1 / 79.7 / 50.8
 # and 42.1 / 79.8 / 50.7 us on the decode cases against 43.5 / 83.2 / 52.3 and 44.5 /
-# 84.1 / 53.0 with two, alternating in one process (python tools/sm90_sweep.py
+# 84.1 / 53.0 with two, alternating in one process (python tools/probes/sm90_sweep.py
 # --spec-file tools/regime_specs.txt --shapes 6,7,8 auto "tile_n=256,tile_m=32,narrow=16,mma_depth=3"
 # twice, on b3f6497).
 SM90_DECODE_TILE = {"tile_m": 32, "narrow": (16,), "mma_depth": 3}
 
 
 # A split piece's extra cost: storing or adding tile_n x 128 fp32 partial sums, and the
-# FIXUP's wait where both pieces run at once. Fit to the H200 (python tools/sm90_sweep.py):
+# FIXUP's wait where both pieces run at once. Fit to the H200 (python tools/probes/sm90_sweep.py):
 # with 2.5 the model picks the measured-best config on all
 # four benchmark shapes.
 SM90_FIXUP_US = {256: 2.5, 192: 1.8, 128: 1.2}
@@ -520,7 +520,7 @@ SM90_K_RANGE_TILE_N = (256,)
 # On a problem of many waves its LPT order lost the L2 sharing (shape 0 at tile_n 256:
 # 160.5 us against 109.1 with k_range_units), so it is not used there.
 SM90_BALANCED_TILE_N = (128,)
-# balanced_units sets its split points from these: the K-tile costs tools/sm90_ktile_cost.py
+# balanced_units sets its split points from these: the K-tile costs tools/probes/sm90_ktile_cost.py
 # measured at tile_n 128 by token width, and a unit / split cost. Shape 2
 # ran the same within 0.2 us with (unit, split) = (1.0, 0.8), (0.5, 0.5), (1.5, 1.0) and
 # (0.7, 1.4); the chooser's fitted table above (which ranks configs) cut its heads too
@@ -677,9 +677,9 @@ def choose_sm90_config(sizes: Sequence[Sequence[int]], num_sms: int = 132) -> Sm
     Candidates are modeled in order of sm90_makespan_lower_bound; those whose bound
     exceeds the best makespan found are never modeled, and a K-range candidate that one
     greedy fill shows slower (sm90_may_beat) is not either: the choice is the same as
-    modeling all (tools/schedule_equivalence.py). This is the host's cost for problem
+    modeling all (tools/probes/schedule_equivalence.py). This is the host's cost for problem
     sizes not seen before, where a split schedule takes about a millisecond of Python
-    (tools/chooser_cost.py)."""
+    (tools/probes/chooser_cost.py)."""
     configs = sm90_candidate_configs(sizes, num_sms)
     bounds = [sm90_makespan_lower_bound(sizes, cfg, num_sms) for cfg in configs]
     best = (math.inf, -1)  # (makespan, index): the first in list order wins a tie

@@ -111,15 +111,17 @@ def timeout_ns(ms: int) -> int:
     return OFF_TIMEOUT_NS if ms == 0 else ms * 1_000_000
 
 
-def requested_injection() -> str | None:
-    """NVFP4_GEMM_INJECT_HANG: a wait site's name (WAIT_SITES) whose wait the kernels are
-    built to hang, for tests of the watchdog; unset or empty: none."""
-    name = os.environ.get(INJECT_ENV, "").strip()
-    if not name:
+def requested_injection() -> tuple[str, str | None] | None:
+    """NVFP4_GEMM_INJECT_HANG=SITE[:CONFIG]: a wait site's name (WAIT_SITES) whose wait the
+    kernels are built to hang, for tests of the watchdog, in every config or only in the one
+    the warnings call CONFIG; unset or empty: none. Returns (site, config name or None)."""
+    text = os.environ.get(INJECT_ENV, "").strip()
+    if not text:
         return None
+    name, _, config = text.partition(":")
     if name not in SITE_BY_NAME:
-        raise ValueError(f"{INJECT_ENV}={name!r}; expected one of {', '.join(SITE_BY_NAME)}")
-    return name
+        raise ValueError(f"{INJECT_ENV}={text!r}: no wait site {name!r}; expected one of {', '.join(SITE_BY_NAME)}")
+    return name, config or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,56 +245,73 @@ def fake_watch_args() -> tuple:
 
 
 # ------------------------------------------------------------------------- device side
-# A CTA's block in shared memory (WaitGuard): byte offsets. The note is the CTA's first wait
-# that gave up: its site (0: none yet; the compare-and-swap that claims the note), whether a
-# role copied it out yet (WaitGuard.report), how long it waited, then the barrier's shared
-# stage (the split-K slot for a flag wait), tile, k-block and phase.
-BLK_ABORT, BLK_TAG, BLK_TIMEOUT, BLK_CLAIM, BLK_RECORD = 0, 4, 8, 16, 24
-BLK_NOTE_SITE, BLK_NOTE_TAKEN, BLK_NOTE_WAITED, BLK_NOTE_WHERE = 32, 36, 40, 48
-BLOCK_BYTES = 64
+# A CTA's block in shared memory (WaitGuard): byte offsets. Then one note per wait site
+# (slot site id % NOTE_SLOTS) of the first wait there that gave up while it was waiting:
+# its start on the clock (0: none; the compare-and-swap that claims the note), how long it
+# waited, the site with the phase at bit 8, the stage (the split-K slot of a flag wait),
+# tile and k-block. The CTA's first hung wait is the noted one that started first.
+BLK_ABORT, BLK_TAG, BLK_TIMEOUT, BLK_CLAIM, BLK_RECORD, BLK_EXITS = 0, 4, 8, 16, 24, 32
+BLK_NOTES = 64
+NOTE_BYTES = 32
+NOTE_SLOTS = 10
+NOTE_START, NOTE_WAITED, NOTE_WHAT = 0, 8, 16
+BLOCK_BYTES = BLK_NOTES + NOTE_BYTES * NOTE_SLOTS
+
+
+def note_offset(site: int) -> int:
+    return BLK_NOTES + NOTE_BYTES * (site % NOTE_SLOTS)
+
+
 # A waiting thread sleeps in mbarrier.try_wait at most this long between its checks of the
-# abort flag and the clock (the barrier's completion wakes it at once): after the CTA gave
-# up, each wait that does not complete costs at most this.
-SUSPEND_NS = 100_000
+# abort flag and the clock (the barrier's completion wakes it at once): once the CTA gave
+# up, a wait that does not complete costs at most this.
+SUSPEND_NS = 20_000
 
 # Inline PTX of the waits. Operands: $0 the result (1 done, 0 gave up), $1 the block, $2
-# the phase, $3 the tile, $4 the k-block, $5 the barrier's address (or the split-K slot),
-# $6 the flag's address (flag waits). Every branch is uniform across the warp (bra.uni, as
-# in the DSL's own waits): its lanes read the same barrier, flag and clock in one
-# instruction each, and the note is written by predicated stores, not behind a branch.
-# Divergence there cost ptxas the K-loops' uniform registers (R2UR moves and address
-# arithmetic in vector registers, measured: python tools/probes/sm90_sass.py).
-_PROLOGUE = "{\n.reg .pred p, e;\n.reg .b32 c, m;\n.reg .b64 t, t0, lim;\nmov.u32 $0, 1;\nmov.u64 t0, 0;\n"
-_NOTE = (
-    # this thread's own deadline passed: the CTA gives up (its other waits give up at once,
-    # WD_SLOW's first check), and the CTA's first wait to get here notes itself
-    "st.volatile.shared.u32 [$1], 1;\n"
-    f"atom.shared.cas.b32 c, [$1+{BLK_NOTE_SITE}], 0, SITE;\n"
-    "setp.eq.u32 e, c, 0;\n"
-    "STAGE"
-    f"@e st.volatile.shared.v4.u32 [$1+{BLK_NOTE_WHERE}], {{c, $3, $4, $2}};\n"
-    "sub.u64 t, t, t0;\n"
-    f"@e st.volatile.shared.u64 [$1+{BLK_NOTE_WAITED}], t;\n"
-)
-_RETRY = (
-    # a retry: the abort flag first (a CTA that gave up pays nothing more), the clock
-    # started at the first retry, the probe again until the block's timeout has passed
+# the phase, $3 the tile, $4 the k-block, $5 the barrier's address (the split-K slot of a
+# flag wait), $6 the flag's address (flag waits). Every branch is uniform across the warp
+# (bra.uni, as in the DSL's own waits): its lanes read the same barrier, flag and clock in
+# one instruction each, and the note's claim decides only predicated stores. Divergence,
+# the thread's index, or the barrier's address used as data anywhere in the asm cost
+# ptxas the K-loops' uniform registers (their address arithmetic in vector registers: 3-33
+# more SASS instructions per K-tile on the Hopper K-loops, python tools/probes/sm90_sass.py
+# --fast-path); the barrier's address as an address does not.
+_PROLOGUE = ("{\n.reg .pred p, e;\n.reg .b32 c, m, x;\n.reg .b64 t, t0, lim, old;\nmov.u32 $0, 1;\n"
+             "mov.u64 t0, 0;\n")
+_SLOW = (
     "WD_SLOW:\n"
+    # a CTA that gave up pays nothing more
     "ld.volatile.shared.u32 c, [$1];\n"
     "setp.ne.u32 p, c, 0;\n"
-    "@p bra.uni WD_GIVEUP;\n"
+    "@p bra.uni WD_ABORTED;\n"
+    # the wait's clock starts at its first retry; past the block's timeout it gives up
     "mov.u64 t, %globaltimer;\n"
     "setp.eq.u64 p, t0, 0;\n"
     "@p mov.u64 t0, t;\n"
     "ld.shared.u64 lim, [$1+8];\n"
     "add.u64 lim, lim, t0;\n"
     "setp.ge.u64 p, t, lim;\n"
-    "@p bra.uni WD_NOTE;\n"
+    "@p bra.uni WD_TIMEOUT;\n"
     "PROBE"
     "bra.uni WD_SLOW;\n"
-    "WD_NOTE:\n"
-    + _NOTE
-    + "WD_GIVEUP:\n"
+    "WD_TIMEOUT:\n"
+    # the whole CTA gives up: every other wait at its next check
+    "st.volatile.shared.u32 [$1], 1;\n"
+    "WD_ABORTED:\n"
+    # a wait that was waiting notes itself in its site's note, the first there only; one
+    # that gave up before it waited is no cause and is not noted
+    "setp.eq.u64 p, t0, 0;\n"
+    "@p bra.uni WD_GIVEUP;\n"
+    "atom.shared.cas.b64 old, [$1+NOTE], 0, t0;\n"
+    "setp.eq.u64 e, old, 0;\n"
+    "mov.u64 t, %globaltimer;\n"
+    "sub.u64 t, t, t0;\n"
+    "STAGE"
+    "shl.b32 x, $2, 8;\n"
+    "or.b32 x, x, SITE;\n"
+    f"@e st.volatile.shared.v4.u32 [$1+NOTE+{NOTE_WHAT}], {{x, c, $3, $4}};\n"
+    f"@e st.volatile.shared.u64 [$1+NOTE+{NOTE_WAITED}], t;\n"
+    "WD_GIVEUP:\n"
     "mov.u32 $0, 0;\n"
     "WD_END:\n"
 )
@@ -303,9 +322,8 @@ def _wait_ptx(first: str, retry: str, site: int, stage: str, after: str = "") ->
     falls through to WD_SLOW); `retry`: the probe of a retry, which branches to WD_END too;
     `stage`: what puts the noted stage in c; `after`: what a completed wait does last (it
     may clear $0)."""
-    return (_PROLOGUE + first
-            + _RETRY.replace("PROBE", retry).replace("SITE", str(site)).replace("STAGE", stage)
-            + after + "}")
+    slow = _SLOW.replace("PROBE", retry).replace("SITE", str(site)).replace("STAGE", stage)
+    return _PROLOGUE + first + slow.replace("NOTE", str(note_offset(site))) + after + "}"
 
 
 @dsl_user_op
@@ -319,10 +337,8 @@ def bounded_mbarrier_wait(mbar: Int32, phase: Int32, block: Int32, site: int, ti
     The fast path is the DSL's: one mbarrier.try_wait without a time hint and a branch, the
     barrier addressed from a uniform register. A retry sleeps in mbarrier.try_wait at most
     SUSPEND_NS (a completion wakes it at once). The note's stage is the word stage_offset
-    bytes past the barrier (WaitGuard.start writes it; None: 0): the barrier's address used
-    as data anywhere in the asm moved it, and the loops' address arithmetic, out of the
-    uniform registers (3-6 more SASS instructions per K-tile on the Hopper K-loops), as an
-    address it does not."""
+    bytes past the barrier (WaitGuard.start writes it; None: 0), read with the barrier's
+    address as an address: as data it would leave the uniform registers (see above)."""
     first = "mbarrier.try_wait.parity.shared::cta.b64 p, [$5], $2;\n@p bra.uni WD_END;\nmov.u32 m, $5;\n"
     retry = f"mbarrier.try_wait.parity.shared::cta.b64 p, [m], $2, {SUSPEND_NS};\n@p bra.uni WD_END;\n"
     after = ""
@@ -365,65 +381,74 @@ def load_shared_u32(addr: Int32, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def take_note(block: Int32, *, loc=None, ip=None) -> Int32:
-    """The note's site where this thread is the first to take the note (atomic exchange of
-    its taken word), else 0."""
+def count_exit(block: Int32, *, loc=None, ip=None) -> Int32:
+    """A warp leaves (one thread of it calls this): its notes are ordered before the count,
+    and the count before whatever the last warp reads. Returns the warps counted before."""
     return _asm_value(
         Int32, [_v(Int32(block), loc, ip)],
-        "{\n.reg .b32 one;\n.reg .pred p;\nmov.u32 one, 1;\n"
-        f"atom.shared.exch.b32 one, [$1+{BLK_NOTE_TAKEN}], one;\n"
-        f"ld.volatile.shared.u32 $0, [$1+{BLK_NOTE_SITE}];\n"
-        "setp.ne.u32 p, one, 0;\n@p mov.u32 $0, 0;\n}",
+        "{\n.reg .b32 one;\nmov.u32 one, 1;\nfence.acq_rel.cta;\n"
+        f"atom.shared.add.u32 $0, [$1+{BLK_EXITS}], one;\nfence.acq_rel.cta;\n}}",
         "=r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
-def load_note_where(block: Int32, *, loc=None, ip=None):
-    """The note's (barrier address or slot, tile, k-block, phase)."""
-    return _asm_values(4, [_v(Int32(block), loc, ip)],
-                       f"ld.volatile.shared.v4.u32 {{$0, $1, $2, $3}}, [$4+{BLK_NOTE_WHERE}];",
-                       "=r,=r,=r,=r,r,~{memory}", True, loc, ip, dtype=Int32)
+def first_note(block: Int32, *, loc=None, ip=None) -> Int32:
+    """The shared address of the note whose wait started first (0: none)."""
+    scan = "".join(
+        f"ld.volatile.shared.u64 t, [$1+{BLK_NOTES + NOTE_BYTES * w}];\n"
+        "setp.ne.u64 p, t, 0;\nsetp.lt.and.u64 p, t, best, p;\n"
+        f"@p mov.u64 best, t;\n@p add.u32 $0, $1, {BLK_NOTES + NOTE_BYTES * w};\n"
+        for w in range(NOTE_SLOTS)
+    )
+    return _asm_value(
+        Int32, [_v(Int32(block), loc, ip)],
+        "{\n.reg .pred p;\n.reg .b64 t, best;\nmov.u64 best, -1;\nmov.u32 $0, 0;\n" + scan + "}",
+        "=r,r,~{memory}", loc, ip,
+    )
 
 
 @dsl_user_op
-def write_record(block: Int32, site: Int32, stage: Int32, tile: Int32, kblock: Int32, phase: Int32,
-                 *, loc=None, ip=None) -> None:
-    """One thread copies a note into the launch's record, where its CTA is the launch's first
-    to do so (the claim word's compare-and-swap): the fields, a system-scope fence, then the
-    flag the host polls."""
-    stores = "".join(f"st.volatile.global.u32 [rp+{4 * word}], ${i};\n"
-                     for i, word in ((1, REC_SITE), (2, REC_STAGE), (3, REC_TILE), (4, REC_KBLOCK), (5, REC_PHASE)))
+def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
+    """One thread copies the note at shared address `note` into the launch's record, where
+    its CTA is the launch's first to do so (the claim word's compare-and-swap): the fields, a
+    system-scope fence, then the flag the host polls."""
     _asm_effect(
-        [_v(Int32(x), loc, ip) for x in (block, site, stage, tile, kblock, phase)],
-        "{\n.reg .pred p;\n.reg .b32 c;\n.reg .b64 rp, t;\n"
+        [_v(Int32(block), loc, ip), _v(Int32(note), loc, ip)],
+        "{\n.reg .pred p;\n.reg .b32 c, sp, st, ti, kb;\n.reg .b64 rp, t;\n"
         f"ld.shared.u64 rp, [$0+{BLK_CLAIM}];\n"
         "atom.global.cas.b32 c, [rp], 0, 1;\n"
         "setp.ne.u32 p, c, 0;\n"
         "@p bra WD_TAKEN;\n"
         f"ld.shared.u64 rp, [$0+{BLK_RECORD}];\n"
-        + stores
-        + f"ld.shared.u32 c, [$0+{BLK_TAG}];\nst.volatile.global.u32 [rp+{4 * REC_TAG}], c;\n"
+        f"ld.volatile.shared.v4.u32 {{sp, st, ti, kb}}, [$1+{NOTE_WHAT}];\n"
+        f"and.b32 c, sp, 255;\nst.volatile.global.u32 [rp+{4 * REC_SITE}], c;\n"
+        f"shr.u32 c, sp, 8;\nst.volatile.global.u32 [rp+{4 * REC_PHASE}], c;\n"
+        f"st.volatile.global.u32 [rp+{4 * REC_STAGE}], st;\n"
+        f"st.volatile.global.u32 [rp+{4 * REC_TILE}], ti;\n"
+        f"st.volatile.global.u32 [rp+{4 * REC_KBLOCK}], kb;\n"
+        f"ld.shared.u32 c, [$0+{BLK_TAG}];\nst.volatile.global.u32 [rp+{4 * REC_TAG}], c;\n"
         f"mov.u32 c, %ctaid.x;\nst.volatile.global.u32 [rp+{4 * REC_CTA}], c;\n"
-        f"ld.shared.u64 t, [$0+{BLK_NOTE_WAITED}];\nst.volatile.global.u64 [rp+{4 * REC_WAITED_NS}], t;\n"
+        f"ld.volatile.shared.u64 t, [$1+{NOTE_WAITED}];\nst.volatile.global.u64 [rp+{4 * REC_WAITED_NS}], t;\n"
         "fence.sc.sys;\n"
         f"st.volatile.global.u32 [rp+{4 * REC_FLAG}], 1;\n"
         "WD_TAKEN:\n}",
-        "r,r,r,r,r,r,~{memory}", loc, ip,
+        "r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
-def store_block(block: Int32, tag: Int32, timeout: Int64, claim: Int64, record: Int64, *, loc=None,
-                ip=None) -> None:
-    """One thread writes the CTA's block: flag, note and taken word clear, the launch's tag,
-    the timeout, the claim word's and the record's addresses."""
+def store_block(block: Int32, tag: Int32, timeout: Int64, claim: Int64, record: Int64, *,
+                loc=None, ip=None) -> None:
+    """One thread writes the CTA's block: the abort flag, the exit count and every note
+    clear, the launch's tag, the timeout, the claim word's and the record's addresses."""
+    clear = "".join(f"st.shared.u64 [$0+{BLK_NOTES + NOTE_BYTES * w + NOTE_START}], z;\n"
+                    for w in range(NOTE_SLOTS))
     _asm_effect(
         [_v(Int32(block), loc, ip), _v(Int32(tag), loc, ip), _v(Int64(timeout), loc, ip),
          _v(Int64(claim), loc, ip), _v(Int64(record), loc, ip)],
-        "{\n.reg .b32 z;\nmov.u32 z, 0;\n"
-        f"st.shared.u32 [$0+{BLK_ABORT}], z;\nst.shared.u32 [$0+{BLK_NOTE_SITE}], z;\n"
-        f"st.shared.u32 [$0+{BLK_NOTE_TAKEN}], z;\n}}\n"
+        "{\n.reg .b64 z;\nmov.u64 z, 0;\n"
+        f"st.shared.u64 [$0+{BLK_ABORT}], z;\nst.shared.u64 [$0+{BLK_EXITS}], z;\n" + clear + "}\n"
         f"st.shared.u32 [$0+{BLK_TAG}], $1;\nst.shared.u64 [$0+{BLK_TIMEOUT}], $2;\n"
         f"st.shared.u64 [$0+{BLK_CLAIM}], $3;\nst.shared.u64 [$0+{BLK_RECORD}], $4;",
         "r,r,l,l,l,~{memory}", loc, ip,
@@ -445,22 +470,25 @@ def barrier_any(barrier_id: int, threads: int, value: Int32, *, loc=None, ip=Non
 
 class WaitGuard:
     """The device side of the watchdog for one kernel, built in the kernel from the static
-    WatchSettings, the CTA's block (BLOCK_BYTES of shared memory) and its barrier arrays:
-    (site names, the array's first barrier, its stages). An array is a pipeline's full and
-    empty barriers (2 x stages) followed by as many words of stage numbers (stage_table:
-    the array's storage is 4 x stages barriers long), from which a wait notes its stage.
-    Without the watchdog its waits are the DSL's unbounded ones and nothing is written.
+    WatchSettings, the CTA's block (BLOCK_BYTES of shared memory), the number of warps that
+    wait (each calls leave() on its way out) and its barrier arrays: (site names, the
+    array's first barrier, its stages). An array is a pipeline's full and empty barriers
+    (2 x stages) followed by as many words of stage numbers (stage_table_offset: its
+    storage is 4 x stages barriers long), from which a wait notes its stage. Without the
+    watchdog its waits are the DSL's unbounded ones and nothing is written.
 
     How a hang ends: a wait that has waited `timeout` (its own clock, started at its first
-    retry) sets the CTA's abort flag and notes itself in the block (the CTA's first only);
-    every other wait of the CTA that does not complete at once gives up at its first retry;
-    the roles finish or leave their loops (the kernels say which), issue no more loads, and
-    each role's reporter thread copies the note into the launch's record on its way out
-    (report), where the CTA is the launch's first."""
+    retry) sets the CTA's abort flag; every wait of the CTA then gives up at its next check
+    (a retry comes at least every SUSPEND_NS), noting itself in its site's note if it was
+    waiting; the roles finish or leave their loops (the kernels say which) and issue no more
+    loads; the last warp of the CTA to leave copies the note of the wait that started first
+    (the first to hang: the others waited on it) into the launch's record, where the CTA is
+    the launch's first to do so."""
 
-    def __init__(self, settings: WatchSettings, block, barrier_arrays=()):
+    def __init__(self, settings: WatchSettings, block, warps: int, barrier_arrays=()):
         self.settings = settings
         self.block = block
+        self.warps = warps
         self.barrier_arrays = barrier_arrays
 
     @property
@@ -472,8 +500,9 @@ class WaitGuard:
 
     @cute.jit
     def start(self, is_writer, args):
-        """The block, by the one thread where is_writer; a CTA-wide barrier must follow before
-        any wait. args: the launch's (record, claim, tag, timeout_ns) arguments."""
+        """The block and the stage tables, by the one thread where is_writer; a CTA-wide
+        barrier must follow before any wait. args: the launch's (record, claim, tag,
+        timeout_ns) arguments."""
         if cutlass.const_expr(self.enabled):
             record, claim, tag, timeout = args
             if is_writer:
@@ -508,12 +537,13 @@ class WaitGuard:
         return load_shared_u32(self.block)
 
     @cute.jit
-    def report(self, is_reporter):
-        """A role's way out: its reporter thread copies the CTA's note, if there is one and no
-        other role took it, into the launch's record (write_record)."""
+    def leave(self, is_lane0):
+        """A waiting warp's way out (every lane calls it): lane 0 counts the warp; the CTA's
+        last warp, where the CTA gave up, writes the record from the first hung wait's note."""
         if cutlass.const_expr(self.enabled):
-            if is_reporter:
-                site = take_note(self.block)
-                if site != 0:
-                    stage, tile, kblock, phase = load_note_where(self.block)
-                    write_record(self.block, site, stage, tile, kblock, phase)
+            if is_lane0:
+                if count_exit(self.block) == self.warps - 1:
+                    if load_shared_u32(self.block) != 0:
+                        note = first_note(self.block)
+                        if note != 0:
+                            write_record(self.block, note)

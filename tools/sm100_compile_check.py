@@ -2,7 +2,12 @@
 report what the PTX contains, as one JSON line on stdout.
 
     CUTE_DSL_ARCH=sm_100a CUTE_DSL_KEEP=ptx,cubin CUTE_DSL_DUMP_DIR=DIR \
-        python tools/sm100_compile_check.py --config NAME --out DIR
+        python tools/sm100_compile_check.py --config NAME --out DIR [--inject SITE]
+
+--inject builds the config with the watchdog's fault injected at a wait site (watchdog.py's
+WAIT_SITES, NVFP4_GEMM_INJECT_HANG). The report includes the watchdog's structure in the
+PTX (watchdog_ptx): every mbarrier wait bounded by a read of the global timer, and from
+every wait's give-up path a way through the kernel's control flow to tcgen05.dealloc.
 
 Runs under any venv with nvidia-cutlass-dsl (4.5.2 or 4.8.1); no GPU or driver is needed.
 The DSL reads CUTE_DSL_* when it is imported, so this script sets defaults for them (from
@@ -90,6 +95,90 @@ def ptxas_resources(ptx: Path, arch: str) -> dict:
     return out
 
 
+def ptx_instructions(text: str) -> list[tuple[str, str]]:
+    """The first function's body as (label or '', statement) in order, labels made unique
+    per brace scope (an inline-asm block's labels are local to its braces: the watchdog's
+    waits all use the same names)."""
+    body = text[text.index("{", text.index(".entry")) + 1:]
+    out, scopes, counter = [], [0], 0
+    for raw in body.splitlines():
+        line = re.sub(r"//.*", "", raw).strip()
+        if not line:
+            continue
+        if line == "{":
+            counter += 1
+            scopes.append(counter)
+            continue
+        if line == "}":
+            scopes.pop()
+            if not scopes:
+                break
+            continue
+        m = re.match(r"^([$\w]+):$", line)
+        if m:
+            out.append((f"{scopes[-1]}:{m.group(1)}", ""))
+            continue
+        out.append(("", f"{'/'.join(map(str, scopes))} {line}"))
+    return out
+
+
+def ptx_cfg(text: str):
+    """(statements, successors) of the first function: a branch goes to the label of that
+    name in the innermost enclosing scope; ret, exit and trap end a path."""
+    items = ptx_instructions(text)
+    where = {label: i for i, (label, _) in enumerate(items) if label}
+    succ = []
+    for i, (label, stmt) in enumerate(items):
+        nxt = [i + 1] if i + 1 < len(items) else []
+        if label:
+            succ.append(nxt)
+            continue
+        chain, code = stmt.split(" ", 1)
+        m = re.match(r"^(@!?%?\w+\s+)?bra(\.uni)?\s+([$\w]+);", code)
+        if m:
+            scopes = chain.split("/")
+            target = next((where[f"{s}:{m.group(3)}"] for s in reversed(scopes) if f"{s}:{m.group(3)}" in where), None)
+            targets = [] if target is None else [target]
+            succ.append(targets + (nxt if m.group(1) else []))
+        elif re.match(r"^(@!?%?\w+\s+)?(ret|exit|trap)\b", code):
+            succ.append(nxt if code.startswith("@") else [])
+        else:
+            succ.append(nxt)
+    return items, succ
+
+
+def watchdog_ptx(text: str) -> dict:
+    """The watchdog in a kernel's PTX: its inline-asm waits (those with a give-up path), how
+    many read the global timer, the mbarrier waits outside them, and how many give-up paths
+    reach tcgen05.dealloc through the control flow."""
+    asm_blocks = re.findall(r"// begin inline asm\s*\n(.*?)// end inline asm", text, re.S)
+    waits = [b for b in asm_blocks if "WD_GIVEUP" in b]
+    unbounded = sum(1 for b in asm_blocks if re.search(r"mbarrier\.(try|test)_wait", b) and "WD_GIVEUP" not in b)
+    items, succ = ptx_cfg(text)
+    dealloc = {i for i, (_, stmt) in enumerate(items) if "tcgen05.dealloc" in stmt}
+    giveups = [i for i, (label, _) in enumerate(items) if label.endswith(":WD_GIVEUP")]
+    reaching = 0
+    for start in giveups:
+        seen, todo = {start}, [start]
+        while todo:
+            i = todo.pop()
+            if i in dealloc:
+                reaching += 1
+                break
+            for j in succ[i]:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+    return {
+        "bounded_waits": len(waits),
+        "bounded_waits_reading_timer": sum(1 for b in waits if "%globaltimer" in b),
+        "unbounded_mbarrier_waits": unbounded,
+        "giveup_paths": len(giveups),
+        "giveup_paths_reaching_dealloc": reaching,
+        "traps": len(re.findall(r"\btrap;", text)),
+    }
+
+
 def scan_ptx(ptx: Path) -> dict:
     text = ptx.read_text()
     return {
@@ -108,6 +197,7 @@ def scan_ptx(ptx: Path) -> dict:
             r"\bld\.global|cp\.async\.bulk|prefetch\.tensormap|\bprefetch\.global",
             text.split("griddepcontrol.wait;")[0],
         )) if "griddepcontrol.wait;" in text else None,
+        "watchdog": watchdog_ptx(text),
     }
 
 
@@ -116,6 +206,7 @@ def main() -> int:
     ap.add_argument("--config", required=True, help="name in SM100_NAMED_CONFIGS")
     ap.add_argument("--out", required=True, help="dump directory for PTX / cubin")
     ap.add_argument("--arch", default="sm_100a")
+    ap.add_argument("--inject", default=None, help="a wait site whose fault the build injects")
     args = ap.parse_args()
 
     out = Path(args.out).resolve()
@@ -131,7 +222,8 @@ def main() -> int:
 
     cfg = km.SM100_NAMED_CONFIGS[args.config]
     t0 = time.perf_counter()
-    compiled = km.compile_sm100(cfg)  # the descriptor-init kernel and the GEMM
+    # the descriptor-init kernel and the GEMM
+    compiled = km.compile_sm100(cfg, km.WatchSettings(inject=args.inject))
     t1 = time.perf_counter()
 
     new_files = sorted(p for p in dump_dir.glob("*") if p not in before)
@@ -143,6 +235,7 @@ def main() -> int:
     gemm = kernels.get("gemm", {})
     report = {
         "config": args.config,
+        "inject": args.inject,
         "config_fields": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
         "dsl_version": getattr(cutlass, "__version__", "unknown"),
         "arch": os.environ["CUTE_DSL_ARCH"],

@@ -1,6 +1,8 @@
 """Compiles one Hopper config for sm_90a on the CPU and summarizes what ptxas made of it:
 registers and spills (ptxas -v on the dumped PTX), local-memory instructions in the DSL's
-own cubin, and the instruction mix of every loop that issues wgmmas (per iteration).
+own cubin, and the instruction mix of every loop that issues wgmmas (per iteration): all
+its instructions, and those of its fast path (fast_path: without the watchdog's retries,
+which a wait runs only when its barrier was not ready).
 
     python tools/probes/sm90_sass.py                 # the default config
     python tools/probes/sm90_sass.py tile_n=256      # Sm90Config fields as key=value
@@ -87,6 +89,38 @@ def wgmma_loops(sass: str, texts: bool = False):
                 op = t.split()[1] if t.startswith("@") else t.split()[0]
                 ops[op.split(".")[0]] += 1
         yield lo, addr, ops
+
+
+def fast_path(sass: str, lo: int, hi: int) -> collections.Counter:
+    """The instruction mix of loop lo..hi without the code its waits branch over: a wait's
+    first mbarrier probe (SYNCS ... TRYWAIT Pn) is followed, later in the loop, by a forward
+    @Pn BRA to the end of its retries (watchdog.bounded_mbarrier_wait); the instructions
+    between that branch and its target run only when the barrier was not ready. (The DSL's
+    own waits branch the other way, @!Pn, to retries ptxas puts after the function.)"""
+    body = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m and lo <= int(m.group(1), 16) <= hi:
+            body.append((int(m.group(1), 16), m.group(2).strip()))
+    skipped = []
+    for i, (_, text) in enumerate(body):
+        probe = re.search(r"TRYWAIT (P\d)", text)
+        if not probe:
+            continue
+        pred = probe.group(1)
+        for addr, later in body[i + 1:]:
+            branch = re.search(rf"^@{pred} BRA (0x[0-9a-f]+)", later)
+            if branch and int(branch.group(1), 16) > addr:
+                skipped.append((addr, int(branch.group(1), 16)))
+                break
+            if re.search(rf"^@!{pred} BRA", later) or (re.search(rf"\b{pred}\b", later) and not later.startswith("@")):
+                break  # the DSL's own wait, or the predicate is written again
+    ops = collections.Counter()
+    for addr, text in body:
+        if not any(a < addr < b for a, b in skipped):
+            op = text.split()[1] if text.startswith("@") else text.split()[0]
+            ops[op.split(".")[0]] += 1
+    return ops
 
 
 def compile_config(module: Path, cfg: str, tmp: str) -> tuple[str, str]:
@@ -178,7 +212,9 @@ def main() -> int:
         print(f"  {int(addr, 16):#x}: {text.strip()}")
     for lo, hi, ops in wgmma_loops(sass):
         top = ", ".join(f"{k} {v}" for k, v in ops.most_common(10))
-        print(f"loop {lo:#x}..{hi:#x}: {sum(ops.values())} instructions per iteration ({top})")
+        fast = sum(fast_path(sass, lo, hi).values())
+        print(f"loop {lo:#x}..{hi:#x}: {sum(ops.values())} instructions per iteration, {fast} on its "
+              f"fast path ({top})")
     return 0
 
 

@@ -99,15 +99,17 @@ def trace_names(groups: int) -> dict[int, str]:
     return names
 
 
-def _insert_after(text: str, pattern: str, stamp: str, count: int = 1, before: bool = False) -> str:
+def _insert_after(text: str, pattern: str, stamp: str, count: int = 1, before: bool = False,
+                  continued: bool = False) -> str:
     """`stamp` on a new line after (or `before`) each of the first `count` lines matching
-    `pattern`, at that line's indentation."""
+    `pattern`, at that line's indentation (continued: the matching line ends a statement
+    begun on the line above, whose indentation it takes)."""
     lines = text.split("\n")
     hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
     if len(hits) < count:
         raise ValueError(f"instrumenting submission.py: no line matches {pattern!r}; update tools/probes/sm90_trace.py")
     for i in reversed(hits[:count]):
-        indent = re.match(r"\s*", lines[i]).group(0)
+        indent = re.match(r"\s*", lines[i - 1 if continued else i]).group(0)
         lines.insert(i if before else i + 1, indent + stamp)
     return "\n".join(lines)
 
@@ -129,10 +131,10 @@ def traced_source(src: str, timeline: bool = False) -> str:
             raise ValueError("instrumenting submission.py: no Sm90Fp4GroupedGemm; update tools/probes/sm90_trace.py")
         sm90 = _insert_after(sm90, r"^\s+warp_idx = cute\.arch\.make_warp_uniform\(cute\.arch\.warp_idx\(\)\)$",
                              "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 0)")
-        sm90 = _replace(sm90, "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)",
-                        "self.producer(storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr)")
-        sm90 = _replace(sm90, "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):",
-                        "def producer(self, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr):")
+        sm90 = _replace(sm90, "self.producer(guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)",
+                        "self.producer(guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr)")
+        sm90 = _replace(sm90, "def producer(self, guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):",
+                        "def producer(self, guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, flags_ptr):")
         # points that wait for what they time: a load's value in the condition
         sm90 = _insert_after(sm90, r"^        if cutlass\.const_expr\(self\.cfg\.pdl\):$",
                              "if tidx == 0:\n            trace_cta(flags_ptr, self.wgs * 4, 3)", before=True)
@@ -141,7 +143,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
         sm90 = _insert_after(sm90, r"^            tensormap_acquire\(desc_a\)$",
                              "if lane == 0 and u == span[0] and n + rest_k >= 0:\n"
                              "                trace_cta(flags_ptr, self.wgs * 4, 5)", before=True)
-        sm90 = _insert_after(sm90, r"^\s+ab_pipeline\.producer_acquire\(state\)$",
+        sm90 = _insert_after(sm90, r"^\s+issue = self\.acquire_stage\(guard, ab_pipeline, state, is_leader",
                              "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 1)",
                              before=True)
         sm90 = _insert_after(sm90, r"^                ab_pipeline\.producer_commit\(state\)$",
@@ -153,16 +155,18 @@ def traced_source(src: str, timeline: bool = False) -> str:
     if not sep:
         raise ValueError("instrumenting submission.py: no k_tile; update tools/probes/sm90_trace.py")
     body, sep2, tail = rest.partition("    @cute.jit\n    def epilogue(")
-    body = _replace(body, "wgt, wm, sc):", "wgt, wm, sc, tr):")
+    body = _replace(body, "wgt, wm, sc, where, kt, tidx):", "wgt, wm, sc, where, kt, tidx, tr):")
     body = _insert_after(body, r"^\s+groups = 4 \* self\.blocks$", "kt_ = tok_r.count; trace_ev(tr, kt_, 0)")
     body = _insert_after(body, r"warpgroup\.wait_group\(depth\)$", "trace_ev(tr, kt_, 1 + 2 * g)")
-    body = _insert_after(body, r"tok_pipeline\.consumer_wait\(tok_r\)$", "trace_ev(tr, kt_, 2 * groups + 1)")
+    body = _insert_after(body, r'"sm90\.consumer\.tokens", u, kt\)$', "trace_ev(tr, kt_, 2 * groups + 1)",
+                         continued=True)
     body = _insert_after(body, r"warpgroup\.commit_group\(\)$", "trace_ev(tr, kt_, 2 + 2 * g)")
     body = _insert_after(body, r"= self\.token_chunks\(", "trace_ev(tr, kt_, 2 * groups + 2)")
     body = _insert_after(body, r"self\.publish_tokens\(tok_pipeline, tok_w\)$", "trace_ev(tr, kt_, 2 * groups + 3)")
-    body = _insert_after(body, r"self\.release_stage\(ab_pipeline, ahead\)$", "trace_ev(tr, kt_, 2 * groups + 4)")
+    body = _insert_after(body, r"self\.release_fault\(guard, tidx, u, kt \+ 1, k_tiles, ends\)\)$",
+                         "trace_ev(tr, kt_, 2 * groups + 4)", continued=True)
     # consume_tile (in head): the trace handle, tile points, and tr passed to k_tile
-    head = _insert_after(head, r"^        packed, scales = self\.token_chunks\(storage, ab_pipeline, ahead, tok\)$",
+    head = _insert_after(head, r"^        packed, scales = self\.token_chunks\(storage, ab_pipeline, ahead, tok, where, Int32\(-1\)\)$",
                          f"trace_ev(tr, tok_r.count, {TILE_DATA_EVENT})")
     head = _insert_after(
         head, r"^\s+ahead, tok_w, tok_r = states$",
@@ -170,14 +174,14 @@ def traced_source(src: str, timeline: bool = False) -> str:
         "tr = (cute.make_tensor(split[1], cute.make_layout(1 << 26)), "
         "(bidx_ * (self.wgs * 4) + tidx // 32) * (TRACE_MAXK * TRACE_EV), "
         "tidx % 32 == 0 and bidx_ < TRACE_CTAS); trace_ev(tr, tok_r.count, 23)")
-    head = _insert_after(head, r"ahead, tok_w, tok_r, tok, wgt, wm, sc,$", "tr,", count=2)
+    head = _insert_after(head, r"ahead, tok_w, tok_r, tok, wgt, wm, sc, where, .*, tidx,$", "tr,", count=2)
     head = _insert_after(head, r"^\s+cute\.nvgpu\.warpgroup\.wait_group\(0\)$", "trace_ev(tr, tok_r.count - 1, 21)")
     head = _replace(head, "        return ahead, tok_w, tok_r\n",
                     "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
     if timeline:
         head = _replace(head, "                   tok_w, last, fixup=None):\n", "                   tok_w, last, fixup=None, tr=None):\n")
-        head = _replace(head, "rows,\n                                tok_w, last, (split, mUnits[7, u]))",
-                        "rows,\n                                tok_w, last, (split, mUnits[7, u]), tr)")
+        head = _replace(head, "rows,\n                                tok_w, last, (split, mUnits[7, u], guard, u))",
+                        "rows,\n                                tok_w, last, (split, mUnits[7, u], guard, u), tr)")
         for _ in range(2):  # the whole-tile call with and without K-range
             head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w, last)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, last, None, tr)\n")
         head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_w.count - 1, 25)")
