@@ -28,7 +28,14 @@ from .common import (
 )
 from .kernel_runner import CompiledKernels, KernelBackend
 from .schedule import size_class
-from .watchdog import BLOCK_BYTES, LaunchWatch, WaitGuard, WatchSettings, barrier_any, fake_watch_args
+from .watchdog import (
+    BLOCK_BYTES,
+    LaunchWatch,
+    WaitGuard,
+    WatchSettings,
+    barrier_any,
+    fake_watch_args,
+)
 
 SM100_SMEM_CAPACITY = 232448  # bytes of dynamic shared memory one CTA may opt into
 SM100_TMEM_COLUMNS = 512  # tensor memory columns per SM (128 lanes x 32 bit each)

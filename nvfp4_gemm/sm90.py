@@ -34,7 +34,6 @@ from .ptx import (
     tma_store_2d,
 )
 from .schedule import RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL
-from .watchdog import BLOCK_BYTES, LaunchWatch, WaitGuard, WatchSettings, fake_watch_args
 from .sm90_config import (
     SM90_CONSUMERS_BARRIER,
     SM90_DECODE_K,
@@ -65,6 +64,7 @@ from .sm90_config import (
     sm90_token_split,
     sm90_weight_lane,
 )
+from .watchdog import BLOCK_BYTES, LaunchWatch, WaitGuard, WatchSettings, fake_watch_args
 
 
 def sw64(row, chunk):

@@ -23,7 +23,7 @@ import torch
 
 from .binding import device_ptr, fake_ptr
 from .common import Int32, Int64, cute, cutlass, dsl_user_op
-from .ptx import _asm_effect, _asm_value, _asm_values, _v
+from .ptx import _asm_effect, _asm_value, _v
 
 WATCHDOG_ENV = "NVFP4_GEMM_WATCHDOG_MS"
 INJECT_ENV = "NVFP4_GEMM_INJECT_HANG"
@@ -172,7 +172,7 @@ class WaitTimeout:
             where = f"in {self.site.role} waiting for {self.site.what.format(stage=self.stage)}"
             unit = self.site.unit
         return (f"gave up after {self.waited_ms} ms {where}, {unit} {self.tile}, k-block {self.kblock}, "
-                f"phase {self.phase} (CTA {self.cta})")
+                f"phase {self.phase}, CTA {self.cta}")
 
     def message(self, config_name: str, sizes, fallback: str) -> str:
         return f"{config_name}{sizes_text(sizes)} {self.describe()}; running {fallback}"

@@ -4,10 +4,12 @@ fallbacks, and that nothing derived from input values is cached."""
 import dataclasses
 import functools
 import gc
+import json
 import sys
 import warnings
 import weakref
 from itertools import chain
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,9 +27,11 @@ from nvfp4_gemm import (
     sm90_config,
     sm100,
     torch_paths,
+    watchdog,
 )
 from nvfp4_gemm.kernel_runner import CompiledKernels, GroupedGemmRunner, KernelBackend
 
+ROOT_DIR = Path(__file__).resolve().parents[1]
 _EXACT = torch_paths.run_torch_exact  # the stub's "GEMM", unaffected by tests that wrap the path
 _FIELDS = inputs.tensor_fields  # and its reads of the tensors, unaffected by tests that count them
 
@@ -42,6 +46,9 @@ class StubKernel:
         self.data_by_ptrs = {}
         self.corrupt = None  # (group, row, col): one wrong element after the launch
         self.init_sizes = []  # the sizes table of each descriptor build
+        # (launch number, WaitTimeout fields): that launch hangs, as a kernel whose wait gives
+        # up does: C is left unwritten and the record is written as write_record writes it
+        self.hang = None
 
     def backend(self):
         return KernelBackend(
@@ -72,6 +79,11 @@ class StubKernel:
                 self.launches += 1
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
+                if self.hang is not None and self.hang[0] == self.launches:
+                    write_record_as_the_kernel(watch, **self.hang[1])
+                    for abc in data[0]:
+                        abc[2].fill_(float("nan"))
+                    return
                 _EXACT(data, inputs.validate_inputs(data, _FIELDS(data)))
                 if self.corrupt is not None:
                     g, row, col = self.corrupt
@@ -80,6 +92,19 @@ class StubKernel:
             return launch
 
         return CompiledKernels(init, prepare)
+
+
+def write_record_as_the_kernel(watch, site, stage=3, tile=0, kblock=0, phase=1, cta=5, waited_ns=2_000_000_000):
+    """What the kernel's last warp out does to the config's record (watchdog.write_record):
+    the fields, then the flag."""
+    words = watch.record.words
+    for word, value in ((watchdog.REC_SITE, watchdog.SITE_BY_NAME[site].id), (watchdog.REC_STAGE, stage),
+                        (watchdog.REC_TILE, tile), (watchdog.REC_KBLOCK, kblock), (watchdog.REC_PHASE, phase),
+                        (watchdog.REC_TAG, watch.tag), (watchdog.REC_CTA, cta),
+                        (watchdog.REC_WAITED_NS, waited_ns & 0xFFFFFFFF),
+                        (watchdog.REC_WAITED_NS + 1, waited_ns >> 32)):
+        words[word] = value
+    words[watchdog.REC_FLAG] = 1
 
 
 @pytest.fixture
@@ -743,26 +768,91 @@ def test_bind_launch_binds_once_then_launches_the_bound_arguments():
     assert log == [(1, 2), (1, 2)]
 
 
-class _DslCudaError(Exception):
-    """The CuTe DSL's runtime error surface: an int `error_code` (DSLCudaRuntimeError)."""
+CUDA_ERROR_NAMES = {1: "cudaErrorInvalidValue", 912: "cudaErrorClusterOutOfResources",
+                    801: "cudaErrorNotSupported", 701: "cudaErrorLaunchOutOfResources",
+                    700: "cudaErrorIllegalAddress", 719: "cudaErrorLaunchFailure", 721: "cudaErrorTensorMemoryLeak",
+                    999: "cudaErrorUnknown"}
 
-    def __init__(self, code):
-        super().__init__(f"CUDA launch failed ({code})")
-        self.error_code = code
+
+def _dsl_cuda_error(code: int) -> Exception:
+    """The CuTe DSL's own exception for a CUDA error (DSLCudaRuntimeError), made as its
+    launch path makes it. DSL 4.8.1 keeps the number in `_error_code` where the launch
+    configuration was refused (invalid value), and `error_code` None."""
+    from cutlass.base_dsl.common import DSLCudaRuntimeError
+
+    return DSLCudaRuntimeError(code, CUDA_ERROR_NAMES[code])
 
 
 @pytest.mark.parametrize("code, sticky", [(1, False), (912, False), (801, False), (701, False),
-                                          (700, True), (719, True), (999, True)])
+                                          (700, True), (719, True), (721, True), (999, True)])
 def test_a_first_launch_error_carries_its_code_and_stickiness(code, sticky):
+    pytest.importorskip("cutlass")
+    error = _dsl_cuda_error(code)
+
     def fail(*args):
-        raise _DslCudaError(code)
+        raise error
 
     launch = binding.bind_launch(fail, (1,))
-    with pytest.raises(binding.KernelLaunchError) as error:
+    with pytest.raises(binding.KernelLaunchError) as raised:
         launch()
-    assert error.value.code == code and error.value.sticky is sticky
-    assert dispatch.is_sticky_error(error.value) is sticky
-    assert binding.cuda_error_code(_DslCudaError(code)) == code
+    assert raised.value.code == code and raised.value.sticky is sticky
+    assert dispatch.is_sticky_error(raised.value) is sticky
+    assert binding.cuda_error_code(error) == code
+
+
+def test_the_dsl_481_invalid_value_error_has_no_error_code_but_its_number():
+    """The case that made the DSL's own field not enough: 4.8.1 builds a refused launch
+    configuration's error with error_code None and code a name."""
+    cutlass = pytest.importorskip("cutlass")
+    error = _dsl_cuda_error(1)
+    if cutlass.__version__.startswith("4.8"):
+        assert error.error_code is None and error.code == "CUDA_LAUNCH_INVALID_CONFIG"
+    assert binding.cuda_error_code(error) == 1
+
+
+def test_cuda_error_code_under_dsl_452_real_exceptions():
+    """Under the leaderboard runners' DSL 4.5.2 (its own python, NVFP4_DSL452_PYTHON):
+    cuda_error_code reads the number its DSLCudaRuntimeError keeps in error_code."""
+    import os
+    import subprocess
+
+    py = os.environ.get("NVFP4_DSL452_PYTHON", "")
+    if not py:
+        pytest.skip("NVFP4_DSL452_PYTHON is not set: no nvidia-cutlass-dsl 4.5.2 python to test")
+    code = (
+        "import cutlass, json\n"
+        "from cutlass.base_dsl.common import DSLCudaRuntimeError\n"
+        "from nvfp4_gemm import binding\n"
+        "out = {}\n"
+        "for n, name in ((1, 'cudaErrorInvalidValue'), (700, 'cudaErrorIllegalAddress'), (721, 'cudaErrorTensorMemoryLeak')):\n"
+        "    e = DSLCudaRuntimeError(n, name)\n"
+        "    launch = binding.bind_launch(lambda *a, e=e: (_ for _ in ()).throw(e), (1,))\n"
+        "    try:\n"
+        "        launch()\n"
+        "    except binding.KernelLaunchError as k:\n"
+        "        out[n] = [binding.cuda_error_code(e), k.code, k.sticky]\n"
+        "print(cutlass.__version__, json.dumps(out))\n"
+    )
+    proc = subprocess.run([py, "-c", code], capture_output=True, text=True, cwd=ROOT_DIR, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    version, _, result = proc.stdout.strip().splitlines()[-1].partition(" ")
+    assert version.startswith("4.5")
+    assert json.loads(result) == {"1": [1, 1, False], "700": [700, 700, True], "721": [721, 721, True]}
+
+
+@pytest.mark.parametrize("text, sticky", [("cudaLaunchKernel refused: too many blocks", False),
+                                          ("an illegal memory access was encountered", True)])
+def test_a_launch_error_without_a_number_is_the_launchs(text, sticky):
+    """Any error a launch raises after a successful compile is the launch's: without a CUDA
+    error number it retires the config (not sticky) unless its text says the device
+    faulted."""
+    def fail(*args):
+        raise RuntimeError(text)
+
+    with pytest.raises(binding.KernelLaunchError) as raised:
+        binding.bind_launch(fail, (1,))()
+    assert raised.value.code is None and raised.value.sticky is sticky
+    assert "RuntimeError" in str(raised.value)
 
 
 def _launch_failing_with(stub, monkeypatch, code):
@@ -969,3 +1059,123 @@ def test_threads_that_both_find_no_runner_share_one(monkeypatch):
     for t in threads:
         t.join()
     assert len(got) == 4 and all(r is got[0] for r in got) and dispatch._runners[(device, "stub")] is got[0]
+
+
+# ---------------- the watchdog's host side: the record, the warning, retirement
+
+
+def _hanging(stub, launch: int, site: str = "sm90.consumer.full", **fields):
+    stub.hang = (launch, dict(site=site, **fields))
+
+
+def test_a_hang_in_a_self_checked_launch_retires_the_config_with_one_warning(stub, monkeypatch):
+    """The self-check's first launch gives up (its record set): the call still returns the
+    exact result, one warning names the config, the sizes and the wait, and the next call
+    takes the fallback without launching."""
+    runs = _checking(stub, monkeypatch)
+    _hanging(stub, 1, "sm90.consumer.full", stage=3, tile=0, kblock=-1, phase=1)
+    data = stub.register(_data(60))
+    first, second, messages = _twice_with_warnings(data)
+    assert stub.launches == 1 and runs == [True, False]
+    assert messages[0] == (
+        "nvfp4 grouped GEMM: ('cfg', 128, 128) on sizes [(40, 128, 256), (129, 256, 512)] gave up "
+        "after 2000 ms in the consumer warpgroups waiting for stage 3 (full), work unit 0, k-block 0, "
+        "phase 1, CTA 5; running the torch path"
+    ), messages
+    assert len(messages) == 2 and "cannot take this call" in messages[1]
+    assert "gave up after 2000 ms" in stub.runner.rejected[("cfg", 128, 128)]
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def test_a_later_hang_is_noticed_at_the_next_call_without_waiting_for_the_gpu(stub, monkeypatch):
+    """Self-check off: a launch of a call seen before (the fast path) hangs; its call returns
+    what it returns, but the next call of the config reads the record before it launches
+    (no synchronization), retires the config, warns, and falls back."""
+    _hanging(stub, 3, "sm90.producer.empty", stage=2, tile=7, kblock=4, phase=0)
+    data = stub.register(_data(61))
+    dispatch.custom_kernel(data)
+    dispatch.custom_kernel(data)
+    other = stub.register(_data(62))  # another call of the config: its own table, one record
+    common._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dispatch.custom_kernel(data)  # launch 3 hangs
+        again = [c.clone() for c in dispatch.custom_kernel(data)]  # the fast path's own check
+        out = dispatch.custom_kernel(other)  # the slow path's
+    messages = [str(w.message) for w in caught]
+    assert stub.launches == 3, "the config was launched after its record was set"
+    hung = [m for m in messages if "gave up" in m and "cannot take" not in m]
+    assert len(hung) == 1 and ("in the TMA warp waiting for stage 2 (empty), work unit 7, k-block 4, "
+                               "phase 0") in hung[0], messages
+    assert all(torch.equal(o, e) for o, e in zip(again, _expected(data)))
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(other)))
+    assert ("cfg", 128, 128) in stub.runner.rejected
+
+
+def test_the_record_is_read_without_the_gpu_and_decoded(stub):
+    """What the runner reads: the flag alone (no device access), then the words; an unknown
+    site and the consumer's K-loop counter (k-block before the awaited one) decode too."""
+    watch = watchdog.LaunchWatch(watchdog.WatchdogRecord(None), 9, watchdog.timeout_ns(2000))
+    assert not watch.record.tripped and watch.record.read() is None
+    write_record_as_the_kernel(watch, "sm100.mma.full", stage=3, tile=0, kblock=0, phase=1)
+    assert watch.record.tripped
+    got = watch.record.read()
+    assert (got.site.name, got.stage, got.tile, got.kblock, got.phase, got.tag, got.waited_ms) == (
+        "sm100.mma.full", 3, 0, 0, 1, 9, 2000)
+    assert got.message("swap_2cta_m128n256", None, "torch._scaled_mm") == (
+        "swap_2cta_m128n256 gave up after 2000 ms in the MMA warp waiting for stage 3 (full), tile 0, "
+        "k-block 0, phase 1, CTA 5; running torch._scaled_mm")
+    words = watch.record.words.tolist()
+    words[watchdog.REC_SITE] = 99
+    assert "at an unknown wait (site 99)" in watchdog.decode_record(words).describe()
+    words[watchdog.REC_SITE] = watchdog.SITE_BY_NAME["sm90.consumer.full"].id
+    assert watchdog.decode_record(words).kblock == 1  # the K-loop's counter is the K-tile before
+
+
+def test_sizes_in_the_warning_are_cut_after_four_groups():
+    sizes = [(m, 4096, 7168, 1) for m in range(1, 65)]
+    assert watchdog.sizes_text(sizes) == (
+        " on sizes [(1, 4096, 7168), (2, 4096, 7168), (3, 4096, 7168), (4, 4096, 7168), ... (64 groups)]")
+    assert watchdog.sizes_text(None) == ""
+
+
+@pytest.mark.parametrize("value, expected", [("", 2000), ("2000", 2000), ("0", 0), (" 500 ", 500)])
+def test_watchdog_env(monkeypatch, value, expected):
+    monkeypatch.setenv(watchdog.WATCHDOG_ENV, value)
+    assert watchdog.watchdog_timeout_ms() == expected
+
+
+@pytest.mark.parametrize("value", ["-1", "2s", "1.5"])
+def test_watchdog_env_rejects_other_values(monkeypatch, value):
+    monkeypatch.setenv(watchdog.WATCHDOG_ENV, value)
+    with pytest.raises(ValueError, match="NVFP4_GEMM_WATCHDOG_MS"):
+        watchdog.watchdog_timeout_ms()
+
+
+def test_the_off_switch_builds_kernels_without_the_watchdog(monkeypatch):
+    """NVFP4_GEMM_WATCHDOG_MS=0: the runner builds every config without the watchdog (the
+    DSL's own unbounded waits: sanitizer runs, profiling); otherwise with it, and the
+    timeout the launches pass is the variable's."""
+    monkeypatch.setenv(watchdog.WATCHDOG_ENV, "0")
+    off = GroupedGemmRunner(sm90.sm90_backend(), 132, watchdog_ms=watchdog.watchdog_timeout_ms())
+    assert off.watch_settings(sm90_config.Sm90Config()) == watchdog.WatchSettings(enabled=False)
+    monkeypatch.setenv(watchdog.WATCHDOG_ENV, "750")
+    on = GroupedGemmRunner(sm90.sm90_backend(), 132, watchdog_ms=watchdog.watchdog_timeout_ms())
+    assert on.watch_settings(sm90_config.Sm90Config()) == watchdog.WatchSettings()
+    assert on.timeout_ns == 750_000_000
+
+
+def test_the_injected_fault_goes_into_the_config_it_names(monkeypatch):
+    monkeypatch.setenv(watchdog.INJECT_ENV, "sm90.consumer.tokens:n128_m128_s4_narrow96-64_depth1")
+    site, target = watchdog.requested_injection()
+    runner = GroupedGemmRunner(sm90.sm90_backend(), 132, inject=(site, target))
+    named = sm90_config.Sm90Config()
+    assert named.name == target
+    assert runner.watch_settings(named) == watchdog.WatchSettings(inject="sm90.consumer.tokens")
+    assert runner.watch_settings(sm90_config.make_sm90_config(256)) == watchdog.WatchSettings()
+    monkeypatch.setenv(watchdog.INJECT_ENV, "sm90.nowhere")
+    with pytest.raises(ValueError, match="no wait site 'sm90.nowhere'"):
+        watchdog.requested_injection()
+    with pytest.raises(ValueError, match="would hang"):
+        watchdog.WatchSettings(enabled=False, inject="sm90.consumer.full")

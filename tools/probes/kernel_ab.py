@@ -4,11 +4,14 @@
     python tools/probes/kernel_ab.py OLD.py NEW.py                        # task.yml's benchmarks
     python tools/probes/kernel_ab.py OLD.py NEW.py --spec-file tools/regime_specs.txt --shapes 4,5,6
     python tools/probes/kernel_ab.py OLD.py NEW.py --steps 32,2048,7168,1,8 --shapes none
+    python tools/probes/kernel_ab.py submission.py submission.py --env-old NVFP4_GEMM_WATCHDOG_MS=0
 
 Per case: both files' results are checked once against the exact reference, then each
 round times the leaderboard's loop (eval.time_calls: the case's 15 inputs, L2 flushed, one
 event pair around the 15 calls) for each file in turn; the table gives the median over
-rounds per file and new / old.
+rounds per file and new / old. --env-old KEY=VALUE sets an environment variable while
+OLD makes its first call (where the path's runner reads its switches): the same file with
+and without the watchdog, for one.
 
 --steps G,N,K,LO,HI adds a mixture-of-experts decode sequence: 24 steps of G groups whose
 token counts (M random in LO..HI) change every step while the expert weights (B and its
@@ -83,6 +86,22 @@ class DecodeSteps:
         return [self.step() for _ in range(STEPS)]
 
 
+def first_call_with_env(mod, env: dict) -> None:
+    """mod's first call (its runners read their switches then) with env set, then restored."""
+    import os
+
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        mod.custom_kernel(reference.generate_input(m=[128], n=[4096], k=[7168], g=1, seed=1))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def time_steps(mod, steps) -> tuple[float, float, float]:
     """(device us per step, the steps called back to back between one event pair; host us
     per step, the loop on the host clock; us per step the garbage collector ran inside it)."""
@@ -129,9 +148,13 @@ def main() -> int:
     ap.add_argument("--steps", action="append", default=[], metavar="G,N,K,LO,HI")
     ap.add_argument("--stub-backend", choices=("sm90", "sm100"), default="sm90",
                     help="without a GPU: whose host side the stubbed steps run")
+    ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE",
+                    help="set while OLD makes its first call (its runner's switches)")
     args = ap.parse_args()
     mods = {"old": load(args.old, "old_submission", args.stub_backend),
             "new": load(args.new, "new_submission", args.stub_backend)}
+    if args.env_old:
+        first_call_with_env(mods["old"], dict(item.split("=", 1) for item in args.env_old))
     if not torch.cuda.is_available() and args.shapes != "none":  # load stubbed the launches
         ap.error("without a GPU only --steps can be timed (launches stubbed): pass --shapes none")
     order = ["new", "old", "old", "new"] * args.rounds

@@ -1,0 +1,173 @@
+"""Makes each wait of this GPU's kernel hang on purpose and checks that the watchdog ends it.
+
+    python tools/watchdog_check.py                     # every wait site of this GPU's kernel
+    python tools/watchdog_check.py sm90.consumer.full  # one site
+    python tools/watchdog_check.py --ms 500            # the deadline (NVFP4_GEMM_WATCHDOG_MS)
+
+On a Hopper GPU the sites are the Hopper kernel's, on a Blackwell GPU the Blackwell
+kernel's (watchdog.WAIT_SITES). For each site a fresh process builds the config that case A
+chooses with that site's fault injected (NVFP4_GEMM_INJECT_HANG=SITE:CONFIG: a stage that
+expects 16 bytes more than its loads bring, or one arrive left out) and, with the
+self-check on:
+
+  1. compiles it (untimed), then times custom_kernel on case A: the call must return the
+     exact result within the deadline plus about a second, with one warning that names
+     the injected wait;
+  2. calls case A again: the config is retired, the call takes the fallback (no launch);
+  3. calls case B, whose config is another: its kernel still runs on the same device, with
+     no warning, and its result is exact.
+
+One JSON line per site on stdout, then a summary; exit status 0 when every site passed.
+A site whose process does not end within --timeout seconds failed (the watchdog did not
+end the hang).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (M list, N, K) of the cases: A reaches every wait of its kernel (several K-tiles a CTA,
+# more than the stages; K-range pieces on Hopper; a CTA pair on Blackwell), B chooses
+# another config
+CASES = {
+    "sm90": {"A": ([128], 4096, 7168), "B": ([1, 3, 8, 2, 5, 8, 4, 6], 4096, 7168)},
+    "sm100": {"A": ([192, 320], 3072, 4096), "B": ([1, 3, 8, 2], 4096, 7168)},
+}
+
+
+def case_data(kernel: str, name: str, seed: int):
+    import reference
+
+    m, n, k = CASES[kernel][name]
+    return reference.generate_input(m=m, n=[n] * len(m), k=[k] * len(m), g=len(m), seed=seed)
+
+
+def run_site(site: str, ms: int) -> dict:
+    """In this process (a fresh one per site): the three steps of the module docstring."""
+    import warnings
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    import reference
+    from nvfp4_gemm import common, dispatch, watchdog
+    from nvfp4_gemm.inputs import validate_inputs
+
+    kernel = watchdog.SITE_BY_NAME[site].kernel
+    device = torch.device("cuda", torch.cuda.current_device())
+    a, b = case_data(kernel, "A", 11), case_data(kernel, "B", 12)
+    path = dispatch.select_path(device)
+    runner = dispatch.get_runner(device, path)
+    config, reason = runner.plan(validate_inputs(a))
+    assert config is not None, reason
+    name = runner.backend.config_name(config)
+    assert runner.inject == (site, name), (runner.inject, name)
+    runner.compiled.get_or_create(config, lambda: runner.backend.compile(config, runner.watch_settings(config)))
+    other, _ = runner.plan(validate_inputs(b))
+
+    def call(data):
+        common._warned.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = [c.clone() for c in dispatch.custom_kernel(data)]
+            torch.cuda.synchronize()
+            elapsed = time.perf_counter() - t0
+        expected = reference.ref_kernel(([tuple(t.clone() for t in g) for g in data[0]], *data[1:]))
+        exact = all(torch.equal(o, e) for o, e in zip(out, expected))
+        return exact, elapsed, [str(w.message) for w in caught]
+
+    exact, elapsed, messages = call(a)
+    hung = [m for m in messages if " gave up after " in m]
+    what = watchdog.SITE_BY_NAME[site]
+    named = len(hung) == 1 and what.role in hung[0] and what.what.split("{")[0] in hung[0]
+    exact_again, _, messages_again = call(a)
+    fallback = (config in runner.rejected and exact_again
+                and any("cannot take this call" in m for m in messages_again))
+    exact_b, elapsed_b, messages_b = call(b)
+    ran_b = other not in runner.rejected and other != config and not messages_b
+    return {
+        "site": site, "config": name, "other_config": runner.backend.config_name(other),
+        "deadline_ms": ms, "elapsed_s": round(elapsed, 3), "exact": exact, "warning": hung[0] if hung else None,
+        "warnings": messages, "named": named, "fallback": fallback, "fallback_warnings": messages_again,
+        "other_ran": ran_b, "other_exact": exact_b, "other_elapsed_s": round(elapsed_b, 3),
+        "passed": bool(exact and named and elapsed < ms / 1000 + 1.5 and fallback and ran_b and exact_b),
+    }
+
+
+def site_env(site: str, ms: int) -> dict:
+    """The environment of a site's process: the fault in case A's config only."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from nvfp4_gemm import watchdog
+    from nvfp4_gemm.inputs import validate_inputs
+    from nvfp4_gemm.kernel_runner import GroupedGemmRunner
+    from nvfp4_gemm.sm90 import sm90_backend
+    from nvfp4_gemm.sm100 import sm100_backend
+
+    kernel = watchdog.SITE_BY_NAME[site].kernel
+    backend = {"sm90": sm90_backend, "sm100": sm100_backend}[kernel]()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    config, reason = GroupedGemmRunner(backend, sms, device_index=0).plan(validate_inputs(case_data(kernel, "A", 11)))
+    assert config is not None, reason
+    return dict(os.environ, NVFP4_GEMM_INJECT_HANG=f"{site}:{backend.config_name(config)}",
+                NVFP4_GEMM_WATCHDOG_MS=str(ms), NVFP4_GEMM_SELF_CHECK="1", PYTHONUNBUFFERED="1")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sites", nargs="*", help="wait sites (default: every site of this GPU's kernel)")
+    ap.add_argument("--ms", type=int, default=500, help="the deadline, NVFP4_GEMM_WATCHDOG_MS (default 500)")
+    ap.add_argument("--timeout", type=float, default=240, help="seconds a site's process may take")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # the per-site process
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(run_site(args.one, args.ms)))
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("watchdog_check: needs a CUDA GPU (Hopper or Blackwell); none here")
+        return 2
+    sys.path.insert(0, str(ROOT))
+    from nvfp4_gemm import watchdog
+
+    major = torch.cuda.get_device_capability()[0]
+    kernel = {9: "sm90", 10: "sm100"}.get(major)
+    if kernel is None:
+        print(f"watchdog_check: no kernel of this project runs on an sm_{major}x GPU")
+        return 2
+    sites = args.sites or [s.name for s in watchdog.WAIT_SITES if s.kernel == kernel]
+    results = []
+    for site in sites:
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, __file__, "--one", site, "--ms", str(args.ms)],
+                                  env=site_env(site, args.ms), capture_output=True, text=True,
+                                  timeout=args.timeout, cwd=ROOT)
+            line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+            result = json.loads(line) if line.startswith("{") else {
+                "site": site, "passed": False, "error": (proc.stderr or proc.stdout)[-2000:]}
+        except subprocess.TimeoutExpired:
+            result = {"site": site, "passed": False, "error": f"no end within {args.timeout} s: the hang was not ended"}
+        result["process_s"] = round(time.perf_counter() - t0, 1)
+        results.append(result)
+        print(json.dumps(result), flush=True)
+    failed = [r["site"] for r in results if not r["passed"]]
+    print(f"watchdog_check: {len(results) - len(failed)} of {len(results)} sites passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
