@@ -147,6 +147,9 @@ class WatchSettings:
 REC_FLAG, REC_SITE, REC_CTA, REC_TILE, REC_KBLOCK, REC_STAGE, REC_PHASE, REC_TAG = range(8)
 REC_WAITED_NS = 8  # words 8-9: the nanoseconds the wait lasted (u64)
 RECORD_WORDS = 16
+# the claim words, in device memory: the lock of the record's writers, then (at byte
+# CLAIM_BEST) the start on the clock of the note written so far, 0: none
+CLAIM_WORDS, CLAIM_BEST = 4, 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,15 +208,15 @@ def decode_record(words: Sequence[int]) -> WaitTimeout | None:
 class WatchdogRecord:
     """One config's error record on one device: RECORD_WORDS int32 in pinned host memory,
     which the GPU writes directly (a pinned allocation is addressable from the device under
-    unified addressing), and the device word whose compare-and-swap lets one wait of a
-    launch write it. `tripped` reads the flag word without touching the GPU (a few tens of
+    unified addressing), and the claim words in device memory (CLAIM_WORDS: the writers'
+    lock, the start of the note written). `tripped` reads the flag word without touching the GPU (a few tens of
     nanoseconds), so every launch may check it. On a device-less runner (the CPU tests) the
     record is ordinary host memory."""
 
     def __init__(self, device: torch.device | None):
         cuda = device is not None and device.type == "cuda"
         self.words = torch.zeros(RECORD_WORDS, dtype=torch.int32, pin_memory=cuda)
-        self.claim = torch.zeros(1, dtype=torch.int32, device=device if cuda else "cpu")
+        self.claim = torch.zeros(CLAIM_WORDS, dtype=torch.int32, device=device if cuda else "cpu")
         self._flag = ctypes.c_int32.from_address(self.words.data_ptr() + 4 * REC_FLAG)
 
     @property
@@ -411,15 +414,26 @@ def first_note(block: Int32, *, loc=None, ip=None) -> Int32:
 @dsl_user_op
 def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
     """One thread copies the note at shared address `note` into the launch's record, where
-    its CTA is the launch's first to do so (the claim word's compare-and-swap): the fields, a
-    system-scope fence, then the flag the host polls."""
+    it started before any note written there by another CTA (the first hang of the launch:
+    a CTA that waited on this one gives up too, later, but may leave first): under the
+    claim word's lock (its CAS; the holder writes a few words), the earliest start so far
+    next to it, the fields, a system-scope fence, then the flag the host polls."""
     _asm_effect(
         [_v(Int32(block), loc, ip), _v(Int32(note), loc, ip)],
-        "{\n.reg .pred p;\n.reg .b32 c, sp, st, ti, kb;\n.reg .b64 rp, t;\n"
-        f"ld.shared.u64 rp, [$0+{BLK_CLAIM}];\n"
-        "atom.global.cas.b32 c, [rp], 0, 1;\n"
+        "{\n.reg .pred p;\n.reg .b32 c, sp, st, ti, kb;\n.reg .b64 lp, rp, t, t0, best;\n"
+        f"ld.shared.u64 lp, [$0+{BLK_CLAIM}];\n"
+        f"ld.volatile.shared.u64 t0, [$1+{NOTE_START}];\n"
+        "WD_LOCK:\n"
+        "atom.global.cas.b32 c, [lp], 0, 1;\n"
         "setp.ne.u32 p, c, 0;\n"
-        "@p bra WD_TAKEN;\n"
+        "@p nanosleep.u32 100;\n"
+        "@p bra WD_LOCK;\n"
+        "fence.acq_rel.gpu;\n"
+        f"ld.volatile.global.u64 best, [lp+{CLAIM_BEST}];\n"
+        "setp.ne.u64 p, best, 0;\n"
+        "setp.ge.and.u64 p, t0, best, p;\n"
+        "@p bra WD_UNLOCK;\n"
+        f"st.volatile.global.u64 [lp+{CLAIM_BEST}], t0;\n"
         f"ld.shared.u64 rp, [$0+{BLK_RECORD}];\n"
         f"ld.volatile.shared.v4.u32 {{sp, st, ti, kb}}, [$1+{NOTE_WHAT}];\n"
         f"and.b32 c, sp, 255;\nst.volatile.global.u32 [rp+{4 * REC_SITE}], c;\n"
@@ -432,7 +446,10 @@ def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
         f"ld.volatile.shared.u64 t, [$1+{NOTE_WAITED}];\nst.volatile.global.u64 [rp+{4 * REC_WAITED_NS}], t;\n"
         "fence.sc.sys;\n"
         f"st.volatile.global.u32 [rp+{4 * REC_FLAG}], 1;\n"
-        "WD_TAKEN:\n}",
+        "WD_UNLOCK:\n"
+        "fence.acq_rel.gpu;\n"
+        "st.volatile.global.u32 [lp], 0;\n"
+        "}",
         "r,r,~{memory}", loc, ip,
     )
 

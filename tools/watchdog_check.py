@@ -84,7 +84,8 @@ def run_site(site: str, ms: int) -> dict:
             elapsed = time.perf_counter() - t0
         expected = reference.ref_kernel(([tuple(t.clone() for t in g) for g in data[0]], *data[1:]))
         exact = all(torch.equal(o, e) for o, e in zip(out, expected))
-        return exact, elapsed, [str(w.message) for w in caught]
+        # this project's warnings (the DSL's deprecation warnings of a compile are not)
+        return exact, elapsed, [str(w.message) for w in caught if str(w.message).startswith("nvfp4 grouped GEMM")]
 
     exact, elapsed, messages = call(a)
     hung = [m for m in messages if " gave up after " in m]
