@@ -9,23 +9,29 @@ the time budget ends) and exits 0 when everything passes, 112 otherwise.
 
 Human mode (no POPCORN_FD):
     python eval.py test                      # the 10 task.yml tests, a readable table
-    python eval.py benchmark [--baselines] [--report docs/] [SPECFILE | SPEC ...]
+    python eval.py benchmark [--baselines] [--report reports/] [SPECFILE | SPEC ...]
     python eval.py leaderboard
     python eval.py test "m: [96]; n: [128]; k: [256]; g: 1; seed: 7"
 runs task.yml's cases (or the given spec lines and spec files; options and specs in any
 order) and prints tables: pass/fail and the worst mismatch for tests; mean and best time,
 TFLOP/s and the ratio to this machine's roofline (measured in the same run) for benchmarks,
 and on a B200 the ratio to task.yml's speed of light. It works on a CPU-only machine, with
-fewer timing repeats; it then says up front what it will run and about how long it takes.
+fewer timing repeats; it then says up front what it will run and about how long it takes,
+and shows a long case's progress (inputs made, calls checked, rounds timed, time left).
+`--report DIR` writes benchmark-<gpu>.md and .png (benchmark-cpu without a GPU) into DIR.
 
-Specs: one case per line, `m: [..]; n: [..]; k: [..]; g: G; seed: S`. A case that
-generate_input cannot build (a missing or unknown field, lists that are not g integers, a
-negative M or N, K not a positive multiple of 16) fails with one line saying why. M = 0
-and N = 0 are legal empty groups (an empty c, nothing to compare), as in custom_kernel.
-A case that raises (custom_kernel's ValueError names the group and the field), mismatches
-or runs past its time limit fails with its message, and the other cases still run; in
-protocol mode every case gets its lines and the `check:` line is always written. No
-traceback is printed unless `--traceback` is given (in either mode).
+Specs: one case per line, `m: [..]; n: [..]; k: [..]; g: G; seed: S`; human mode skips
+blank lines and `#` lines of a spec file, protocol mode takes the leaderboard's format
+(every line a case). A case that generate_input cannot build (a missing or unknown field,
+lists that are not g integers, a negative M or N, K not a positive multiple of 16) fails
+with one line saying why. M = 0 and N = 0 are legal empty groups (an empty c, nothing to
+compare), as in custom_kernel. A case whose tensors (its inputs, their copies, the checks'
+work: case_memory) would not fit in the memory free on the device it runs on fails before
+anything is allocated, saying how much it needs and how much is free. A case that raises
+(custom_kernel's ValueError names the group and the field), mismatches or runs past its
+time limit fails with its message, and the other cases still run; in protocol mode every
+case gets its lines and the `check:` line is always written. No traceback is printed
+unless `--traceback` is given (in either mode).
 
 Time limit per case: EVAL_TIMEOUT_S seconds (0: none). Unset, protocol mode uses the
 leaderboard's limit for the whole mode (test and benchmark 180 s, leaderboard 300 s) and
@@ -34,7 +40,8 @@ human mode has none. A case past it fails and its worker process is replaced.
 Exit status (both modes): 0 every case passed; 112 a case failed; 113 the spec file cannot
 be read or a line of it does not parse (`garbage`), as the leaderboard's eval does (it stops
 before running anything; this one also writes `check: fail` to the descriptor); 2 a wrong
-command line.
+command line; 130 interrupted (Ctrl-C: the worker is ended, what finished is printed, and
+in protocol mode the interrupted case fails with `interrupted` before `check: fail`).
 
 The roofline of a case is the larger of its FLOPs / peak and its bytes / bandwidth, both
 measured in the same run: on a GPU the best of a few large fp16 torch.mm and the larger of
@@ -48,16 +55,31 @@ import argparse
 import base64
 import dataclasses
 import functools
+import importlib.util
 import json
 import math
 import multiprocessing
 import os
 import re
+import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
+
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a process ended by SIGINT
+
+
+def _interrupted_at_start(signum, frame):
+    """Ctrl-C while eval.py is still importing torch: one line and exit status 130."""
+    print("interrupted", file=sys.stderr, flush=True)
+    os._exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_at_start)
 
 # Disable CuTe DSL file caching for more stable benchmarking (as the leaderboard does).
 os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
@@ -91,6 +113,8 @@ SPEC_FIELDS = ("m", "n", "k", "g", "seed")
 
 def _init_worker():
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
+    # Ctrl-C reaches the whole process group: the parent ends the worker (CaseRunner.close)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class PopcornOutput:
@@ -98,6 +122,7 @@ class PopcornOutput:
         self.file = os.fdopen(fd, "w")
         os.set_inheritable(fd, False)
         self.checked = False
+        self.open_case = None  # "test.3" from its spec line until its next line
 
     def __enter__(self):
         return self
@@ -110,6 +135,11 @@ class PopcornOutput:
 
     def log(self, key, value):
         self.print(f"{key}: {value}")
+        case, _, field = key.rpartition(".")
+        if field == "spec":
+            self.open_case = case
+        elif case == self.open_case:
+            self.open_case = None
 
     def finish(self, passed: bool) -> int:
         """The final `check:` line; the exit status that goes with it."""
@@ -209,14 +239,31 @@ def spec_problem(args: dict) -> str:
     return ""
 
 
-def read_spec_file(file_name: str) -> list[TestCase]:
-    """The cases of a spec file, one a line; SpecFileError names the file and the line."""
+def _skipped_line(line: str) -> bool:
+    """A blank line or a `#` comment line, which human mode skips in a spec file."""
+    return not line.strip() or line.lstrip().startswith("#")
+
+
+def read_spec_file(file_name: str, strict: bool = True) -> list[TestCase]:
+    """The cases of a spec file, one a line; SpecFileError names the file and the line.
+
+    strict (protocol mode): the leaderboard's format, where every line is a case and a
+    blank or comment line does not parse. Otherwise blank lines and lines starting with
+    `#` are skipped."""
     try:
         content = Path(file_name).read_text()
     except Exception as e:
         raise SpecFileError(f"Could not open test file `{file_name}`: {e}") from None
     tests = []
     for number, line in enumerate(content.splitlines(), 1):
+        if _skipped_line(line):
+            if not strict:
+                continue
+            raise SpecFileError(
+                f"{file_name}, line {number}: invalid test case: '{line}': the leaderboard's "
+                "spec files have one case on every line (no blank or # lines; human mode "
+                "skips them)"
+            )
         try:
             tests.append(TestCase(spec=line, args=parse_spec(line)))
         except ValueError as e:
@@ -492,6 +539,134 @@ def cpu_calls_per_benchmark(recheck: bool, baselines: bool) -> int:
 
 
 # --------------------------------------------------------------------------------------
+# The memory a case needs, checked before it runs (plain math, tested on the CPU)
+# --------------------------------------------------------------------------------------
+# Work beyond the tensors a step keeps, from the peak resident memory of the worker
+# functions on a CPU (M, N, K from 256 to 8192): ref_kernel (each check) and the exact path
+# decode a group's A and B to fp32 through int32 / fp32 temporaries, about 30 bytes per
+# FP4 value at their peak, then multiply into fp32 and round to fp16; worst_mismatch holds
+# fp32 copies of out and ref and the ratio between them.
+DECODE_WORK_BYTES = 32  # per FP4 value of a group's A and B
+PRODUCT_WORK_BYTES = 8  # per element of a group's C
+MISMATCH_WORK_BYTES = 24  # per element of a group's C
+DEQUANTIZED_BASELINE_BYTES = 6  # per FP4 value: the GPU baselines' bf16 / fp16 operands
+# The allocators' slack on top: on a CPU, temporaries under glibc's mmap threshold (32 MiB)
+# come from its heap, which fragments and grows (a case of four 2048^3 groups peaked 140 MiB
+# over the rest of the estimate); on a GPU, the caching allocator's rounding.
+ALLOCATOR_SLACK_BYTES = 256 << 20
+# A case runs when its estimate is at most this fraction of the memory free where it runs.
+MEMORY_HEADROOM = 0.9
+# Copies of one input that each worker function holds at its peak, with what else it keeps:
+# a test the input and the copy custom_kernel gets (the human test also the reference's
+# copy); a benchmark its 15 inputs, their 15 copies for the checks and the copy of the call
+# being checked, with the 15 outputs; the baselines their 15 inputs.
+WORKER_INPUT_COPIES = {
+    "_run_single_test": 2,
+    "_run_single_test_detailed": 3,
+    "_run_single_benchmark": 2 * NUM_ITERATIONS_PER_BENCHMARK + 1,
+    "_run_single_profile_torch": 2,
+    "_run_single_profile_ncu": 2,
+    "_run_baselines": NUM_ITERATIONS_PER_BENCHMARK,
+}
+
+
+def _groups(args: dict):
+    return zip(args["m"], args["n"], args["k"])
+
+
+def input_bytes(args: dict, cuda: bool) -> int:
+    """Bytes of one generate_input on the compute device: A and B (K/2 bytes a row), C in
+    fp16 and the blocked scales, and on a CPU also the plain scales (on the CPU anyway)."""
+    total = 0
+    for m, n, k in _groups(args):
+        total += (m + n) * k // 2 + 2 * m * n + scale_bytes(m, k) + scale_bytes(n, k)
+        if not cuda:
+            total += (m + n) * (k // SF_VEC_SIZE)
+    return total
+
+
+def case_memory(args: dict, worker: str, cuda: bool) -> int:
+    """About the most bytes the worker function `worker` (by name) holds at once for this
+    case on the compute device: its copies of the inputs (WORKER_INPUT_COPIES) and the
+    largest group's work in a check or a call (the outputs of a benchmark too) and the
+    allocators' slack."""
+    groups = list(_groups(args))
+    work = max(
+        DECODE_WORK_BYTES * (m + n) * k + PRODUCT_WORK_BYTES * m * n for m, n, k in groups
+    )
+    total = WORKER_INPUT_COPIES[worker] * input_bytes(args, cuda)
+    if worker == "_run_single_test_detailed":
+        work = max(work, max(MISMATCH_WORK_BYTES * m * n for m, n, _ in groups))
+    if worker == "_run_single_benchmark":
+        total += NUM_ITERATIONS_PER_BENCHMARK * sum(2 * m * n for m, n, _ in groups)
+    if worker == "_run_baselines" and cuda:
+        values = sum((m + n) * k for m, n, k in groups)
+        total += NUM_ITERATIONS_PER_BENCHMARK * DEQUANTIZED_BASELINE_BYTES * values
+    return total + work + ALLOCATOR_SLACK_BYTES
+
+
+def bytes_text(count: float) -> str:
+    """1.5 KiB, 21.3 GiB, 5.4 TiB: binary units, three significant digits at most."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if count < 1000 or unit == "PiB":
+            break
+        count /= 1024
+    return f"{count:.0f} {unit}" if unit == "B" else f"{count:.3g} {unit}"
+
+
+def memory_problem(needed: int, where: str, free: int | None) -> str:
+    """Why a case needing `needed` bytes cannot run where `free` bytes are free (in words:
+    `where`), or "" when it fits within MEMORY_HEADROOM of them or free is unknown."""
+    if free is None or needed <= MEMORY_HEADROOM * free:
+        return ""
+    return f"the case needs about {bytes_text(needed)}; {where} has {bytes_text(free)} free"
+
+
+def _cgroup_free_bytes() -> int | None:
+    """What this container's memory limit leaves (limit - usage + inactive file pages),
+    where a cgroup (v2 or v1) sets one; None elsewhere."""
+    for limit_file, usage_file, stat_file, inactive in (
+        ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat",
+         "total_inactive_file"),
+    ):
+        root = Path("/sys/fs/cgroup")
+        try:
+            limit = (root / limit_file).read_text().strip()
+            usage = int((root / usage_file).read_text())
+        except (OSError, ValueError):
+            continue
+        if not limit.isdigit() or int(limit) >= 1 << 60:  # "max", or no limit
+            return None
+        stat = dict(line.split() for line in (root / stat_file).read_text().splitlines())
+        return int(limit) - usage + int(stat.get(inactive, 0))
+    return None
+
+
+def host_free_bytes() -> int | None:
+    """The host memory a new allocation can have: MemAvailable (/proc/meminfo), or the
+    free pages (os.sysconf) where there is no /proc, capped by a cgroup's limit; None
+    when neither is known."""
+    free = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    try:
+        limited = _cgroup_free_bytes()
+    except (OSError, ValueError):
+        limited = None
+    return free if limited is None else min(free, limited)
+
+
+# --------------------------------------------------------------------------------------
 # Worker-side functions (run in the spawned process)
 # --------------------------------------------------------------------------------------
 @dataclasses.dataclass
@@ -519,6 +694,17 @@ def _guarded(fn, args: tuple, show_traceback: bool):
 
 def _ping() -> bool:
     return True
+
+
+def _free_memory() -> tuple[str, int | None, bool]:
+    """Where a case's tensors go, in words, the bytes free there (None: unknown) and
+    whether that is a GPU: the worker's CUDA device (free to the driver, and what torch
+    holds cached but unused), else the host."""
+    if torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        return f"the GPU ({torch.cuda.get_device_name()})", free, True
+    return "the CPU", host_free_bytes(), False
 
 
 def _run_single_test(test: TestCase):
@@ -604,11 +790,17 @@ class _Timer:
 
 def _benchmark_inputs(test: TestCase) -> list:
     data_list = []
-    for _ in range(NUM_ITERATIONS_PER_BENCHMARK):
+    for i in range(NUM_ITERATIONS_PER_BENCHMARK):
         if "seed" in test.args:
             test.args["seed"] += 42
         data_list.append(generate_input(**test.args))
+        report_progress(f"inputs {i + 1}/{NUM_ITERATIONS_PER_BENCHMARK} made")
     return data_list
+
+
+def _left(seconds: float | None) -> str:
+    """", about 40 s left" (nothing when the time left is not known)."""
+    return "" if seconds is None else f", {_duration(seconds)} left"
 
 
 def time_calls(fn, data_list, recheck, check_copy, max_repeats, max_time_ns):
@@ -623,8 +815,11 @@ def time_calls(fn, data_list, recheck, check_copy, max_repeats, max_time_ns):
         outputs = []
         clear_l2_cache()
         timer.start()
-        for data in data_list:
+        for j, data in enumerate(data_list):
             outputs.append(fn(data))
+            if not timer.cuda:  # a CPU round can take minutes (a send is some us a second)
+                calls = f"call {j + 1}/{len(data_list)}"
+                report_progress(f"round {i + 1} of {max_repeats}: {calls}")
         duration = timer.stop_ns() / NUM_ITERATIONS_PER_BENCHMARK
         if recheck:
             for reference_output, custom_output in zip(check_copy, outputs):
@@ -633,6 +828,13 @@ def time_calls(fn, data_list, recheck, check_copy, max_repeats, max_time_ns):
                     return message
         durations.append(duration)
         total_bm_duration = time.perf_counter_ns() - bm_start_time
+        # On a CPU the rounds are few and long: how many are done and the time left
+        if timer.cuda:
+            report_progress(f"round {i + 1} timed")
+        else:
+            rounds_left = max_repeats - i - 1
+            left = rounds_left * total_bm_duration / (i + 1) * 1e-9 if rounds_left else None
+            report_progress(f"round {i + 1} of {max_repeats} timed{_left(left)}")
         if i > 1 and total_bm_duration > 1e8:
             stats = calculate_stats(durations)
             if (
@@ -650,12 +852,25 @@ def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_t
     data_list = _benchmark_inputs(test)
     check_copy = _clone_data(data_list)
     outputs = []
-    for data in data_list:
+    count = NUM_ITERATIONS_PER_BENCHMARK
+    start = time.perf_counter()
+    for i, data in enumerate(data_list):
         outputs.append(custom_kernel(_clone_data(data)))
-    for reference_output, custom_output in zip(check_copy, outputs):
+        report_progress(f"calls {i + 1}/{count} made")
+    call_s = (time.perf_counter() - start) / count
+    start = time.perf_counter()
+    # The time left, on a CPU (where the timed rounds are CPU_MAX_REPEATS): the checks to
+    # come, and the rounds' calls (and their checks in leaderboard mode)
+    rounds = None if torch.cuda.is_available() else min(max_repeats, CPU_MAX_REPEATS)
+    for i, (reference_output, custom_output) in enumerate(zip(check_copy, outputs)):
         good, message = check_implementation(reference_output, custom_output)
         if not good:
             return message
+        left = None
+        if rounds is not None:
+            check_s = (time.perf_counter() - start) / (i + 1)
+            left = (count - i - 1) * check_s + rounds * count * (call_s + recheck * check_s)
+        report_progress(f"checked {i + 1}/{count}{_left(left)}")
     return time_calls(custom_kernel, data_list, recheck, check_copy, max_repeats, max_time_ns)
 
 
@@ -695,16 +910,42 @@ def _run_single_profile_ncu(test: TestCase) -> str:
 # --------------------------------------------------------------------------------------
 # The worker process
 # --------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Progress:
+    """A line of progress from the worker, sent ahead of the result of a request."""
+
+    text: str
+
+
+PROGRESS_EVERY_S = 1.0  # the worker sends at most one Progress a second
+_progress_conn = None  # in the worker, the pipe while a request wants progress
+_progress_sent = 0.0
+
+
+def report_progress(text: str) -> None:
+    """Tell the parent how a long case is going (at most one line a PROGRESS_EVERY_S);
+    nothing when the request did not ask for progress or outside the worker."""
+    global _progress_sent
+    now = time.monotonic()
+    if _progress_conn is not None and now - _progress_sent >= PROGRESS_EVERY_S:
+        _progress_sent = now
+        _progress_conn.send(Progress(text))
+
+
 def _serve(conn) -> None:
-    """The worker process: runs (fn, args) requests from the pipe and sends back results
-    until the pipe closes."""
+    """The worker process: runs (fn, args, wants_progress) requests from the pipe and sends
+    back results (after any Progress lines) until the pipe closes."""
+    global _progress_conn, _progress_sent
     _init_worker()
     while True:
         try:
-            fn, args = conn.recv()
+            fn, args, wants_progress = conn.recv()
         except EOFError:
             return
-        conn.send(fn(*args))
+        _progress_conn, _progress_sent = (conn if wants_progress else None), time.monotonic()
+        result = fn(*args)
+        _progress_conn = None
+        conn.send(result)
 
 
 def _exit_text(code: int | None) -> str:
@@ -726,22 +967,33 @@ class CaseRunner:
 
     WORKER_POLL_S = 0.2
 
-    def __init__(self, timeout_s: float | None, show_traceback: bool = False):
+    def __init__(self, timeout_s: float | None, show_traceback: bool = False, on_progress=None):
         self.timeout_s = timeout_s
         self.show_traceback = show_traceback
+        self.on_progress = on_progress  # called with each Progress text; None: no progress
         self._context = multiprocessing.get_context("spawn")
         self._proc = None
         self._conn = None
 
     def _start(self):
         """A worker, started and answering (its start-up, imports included, is not counted
-        against a case); a CaseError if it died on the way."""
+        against a case); a CaseError if it died on the way. It starts with SIGINT ignored
+        (kept across exec, and by Python), so that Ctrl-C during its imports leaves it to
+        the parent to end it."""
         if self._proc is None:
             parent, child = self._context.Pipe()
-            self._proc = self._context.Process(target=_serve, args=(child,), daemon=True)
-            self._proc.start()
-            child.close()
             self._conn = parent
+            self._proc = self._context.Process(target=_serve, args=(child,), daemon=True)
+            handler = signal.getsignal(signal.SIGINT)
+            in_main_thread = threading.current_thread() is threading.main_thread()
+            if in_main_thread:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                self._proc.start()
+            finally:
+                if in_main_thread:
+                    signal.signal(signal.SIGINT, handler)
+                child.close()
             answer = self._call(_ping, (), None)
             if isinstance(answer, CaseError):
                 return answer
@@ -754,7 +1006,7 @@ class CaseRunner:
         return self._call(_guarded, (fn, args, self.show_traceback), self.timeout_s)
 
     def _call(self, fn, args: tuple, timeout_s: float | None):
-        self._conn.send((fn, args))
+        self._conn.send((fn, args, self.on_progress is not None))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             wait = self.WORKER_POLL_S
@@ -765,7 +1017,12 @@ class CaseRunner:
                     return CaseError(f"timed out after {timeout_s:g} s (EVAL_TIMEOUT_S)")
             try:
                 if self._conn.poll(wait):
-                    return self._conn.recv()
+                    answer = self._conn.recv()
+                    if not isinstance(answer, Progress):
+                        return answer
+                    if self.on_progress is not None:
+                        self.on_progress(answer.text)
+                    continue
             except (EOFError, OSError):  # the worker closed the pipe as it died
                 pass
             if not self._proc.is_alive():
@@ -775,15 +1032,17 @@ class CaseRunner:
                 return CaseError(f"the worker process died ({_exit_text(code)})")
 
     def close(self):
-        if self._proc is not None:
+        """End the worker (SIGTERM, then SIGKILL after 5 s) and wait for it."""
+        if self._proc is not None and self._proc.pid is not None:
             if self._proc.is_alive():
                 self._proc.terminate()
                 self._proc.join(5)
                 if self._proc.is_alive():  # stuck where SIGTERM is not handled
                     self._proc.kill()
             self._proc.join()
+        if self._conn is not None:
             self._conn.close()
-            self._proc = self._conn = None
+        self._proc = self._conn = None
 
     def __enter__(self):
         return self
@@ -801,13 +1060,25 @@ def case_timeout_s(mode: str, protocol: bool) -> float | None:
     return MODE_TIME_LIMIT_S.get(mode) if protocol else None
 
 
+def fits_in_memory(runner: CaseRunner, test: TestCase, worker) -> CaseError | None:
+    """A CaseError when the case (a valid spec) needs more memory than is free on the
+    worker's device (case_memory, memory_problem), else None. Nothing is allocated."""
+    answer = runner.run(_free_memory)
+    if isinstance(answer, CaseError):
+        return answer
+    where, free, cuda = answer
+    problem = memory_problem(case_memory(test.args, worker.__name__, cuda), where, free)
+    return CaseError(problem) if problem else None
+
+
 def run_case(runner: CaseRunner, test: TestCase, worker, *args):
-    """worker(test, *args) in the worker process, or a CaseError: a raise, a timeout, or a
-    spec that generate_input cannot build (not run)."""
+    """worker(test, *args) in the worker process, or a CaseError: a raise, a timeout, a
+    spec that generate_input cannot build or a case that needs more memory than is free
+    (neither is run)."""
     problem = spec_problem(test.args)
     if problem:
         return CaseError(f"invalid spec: {problem}")
-    return runner.run(worker, test, *args)
+    return fits_in_memory(runner, test, worker) or runner.run(worker, test, *args)
 
 
 # --------------------------------------------------------------------------------------
@@ -1017,6 +1288,12 @@ def protocol_main(fd: str, argv: list[str]) -> int:
         try:
             with CaseRunner(case_timeout_s(mode, protocol=True), show_traceback) as runner:
                 return PROTOCOL_RUNNERS[mode](logger, runner, tests)
+        except KeyboardInterrupt:  # Ctrl-C: the case it stopped gets its lines
+            case = logger.open_case
+            if case is not None:
+                logger.log(f"{case}.status", "fail")
+                logger.log(f"{case}.error", "interrupted")
+            raise
         finally:
             if not logger.checked:  # eval.py itself failed, or was interrupted
                 logger.finish(False)
@@ -1045,7 +1322,7 @@ def human_cases(specs: list[str], mode: str) -> list[TestCase]:
     tests = []
     for spec in specs:
         if Path(spec).is_file():
-            tests += read_spec_file(spec)
+            tests += read_spec_file(spec, strict=False)
         elif ":" not in spec:
             raise SpecFileError(
                 f"'{spec}' is neither a spec file nor a spec line `key: value; ...`"
@@ -1093,12 +1370,26 @@ def _device_name() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo, else platform), or ""."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor()
+
+
 def _machine_line() -> str:
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         where = f"{torch.cuda.get_device_name()} (sm_{major}{minor})"
     else:
-        where = f"CPU only ({os.cpu_count()} cores)"
+        model = _cpu_model()
+        where = f"CPU only ({model + ', ' if model else ''}{os.cpu_count()} cores)"
     return f"{where}, torch {torch.__version__}"
 
 
@@ -1129,26 +1420,86 @@ def _worst_text(worst: dict | None) -> str:
     return f"{worst['ratio']:.3f}x tol at {where}: {worst['got']:.4g} vs {worst['expected']:.4g}"
 
 
+class CaseLine:
+    """A case's line in human mode: its head (`  [1/4] G=8 ... ...`), the worker's progress
+    while it runs, then its result. On a terminal the progress replaces itself in place;
+    elsewhere (a log) it is appended, at most once every log_every_s."""
+
+    def __init__(self, stream=None, log_every_s: float = 10.0):
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.log_every_s = log_every_s
+        self.head = None  # the open line's head; None: no line open
+        self._shown = False
+        self._logged = 0.0
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def start(self, head: str) -> None:
+        self.head, self._shown, self._logged = head, False, time.monotonic()
+        self._write(head)
+
+    def progress(self, text: str) -> None:
+        if self.head is None:
+            return
+        if self.tty:
+            width = shutil.get_terminal_size().columns - 1
+            self._write(f"\r{self.head} {text}"[: width + 1] + "\x1b[K")
+            self._shown = True
+        elif time.monotonic() - self._logged >= self.log_every_s:
+            self._logged = time.monotonic()
+            self._write(f" [{text}]")
+
+    def finish(self, result: str) -> None:
+        """End the open line with result (nothing when no line is open)."""
+        if self.head is None:
+            return
+        if self._shown:  # clear the progress
+            self._write(f"\r{self.head}\x1b[K")
+        self._write(result + "\n")
+        self.head = None
+
+
 def human_tests(runner: CaseRunner, tests: list[TestCase]) -> int:
     print(f"{_plural(len(tests), 'test')} on {_machine_line()}, path: {_path_line(runner)}")
-    rows, failed = [], 0
-    for i, test in enumerate(tests):
-        label = _case_label(test)
-        print(f"  [{i + 1}/{len(tests)}] {label} ...", end="", flush=True)
-        r = run_case(runner, test, _run_single_test_detailed)
-        if isinstance(r, CaseError):
-            r = {"ok": False, "message": r.message, "worst": None, "seconds": 0.0}
-        print(" pass" if r["ok"] else f" FAIL: {one_line(r['message'])}", flush=True)
-        failed += not r["ok"]
-        # A mismatch shows its worst element; a raise (no output to compare) its message.
-        shown = _worst_text(r["worst"]) if r["worst"] else one_line(r["message"])[:160]
-        rows.append(
-            [str(i), label, "pass" if r["ok"] else "FAIL", shown, f"{r['seconds'] * 1e3:.1f}"]
-        )
+    rows, failed, line = [], 0, CaseLine()
+    try:
+        for i, test in enumerate(tests):
+            label = _case_label(test)
+            line.start(f"  [{i + 1}/{len(tests)}] {label} ...")
+            r = run_case(runner, test, _run_single_test_detailed)
+            if isinstance(r, CaseError):
+                r = {"ok": False, "message": r.message, "worst": None, "seconds": 0.0}
+            line.finish(" pass" if r["ok"] else f" FAIL: {one_line(r['message'])}")
+            failed += not r["ok"]
+            # A mismatch shows its worst element; a raise (no output to compare) its message.
+            shown = _worst_text(r["worst"]) if r["worst"] else one_line(r["message"])[:160]
+            result, ms = "pass" if r["ok"] else "FAIL", f"{r['seconds'] * 1e3:.1f}"
+            rows.append([str(i), label, result, shown, ms])
+    except KeyboardInterrupt:
+        _stop_for_interrupt(runner, line)
+        _print_test_table(rows, len(tests), failed)
+        raise
+    _print_test_table(rows, len(tests), failed)
+    return 0 if failed == 0 else EXIT_FAIL
+
+
+def _stop_for_interrupt(runner: CaseRunner, line: CaseLine) -> None:
+    """After Ctrl-C: the worker ended, the open case's line closed as interrupted."""
+    runner.close()
+    line.finish(" interrupted")
+
+
+def _print_test_table(rows: list[list[str]], count: int, failed: int) -> None:
+    """The tests' table and summary; `count` cases asked for, those in rows done."""
+    if not rows:
+        return
     print()
     print(_table(["#", "case", "result", "worst |out-ref| / (atol + rtol|ref|)", "ms"], rows))
-    print(f"\n{len(tests) - failed} passed, {failed} failed (rtol = atol = {RTOL:g})")
-    return 0 if failed == 0 else EXIT_FAIL
+    not_run = f", {count - len(rows)} not run" if len(rows) < count else ""
+    print(f"\n{len(rows) - failed} passed, {failed} failed{not_run} (rtol = atol = {RTOL:g})")
 
 
 def human_profile(runner: CaseRunner, tests: list[TestCase]) -> int:
@@ -1222,13 +1573,16 @@ def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Ro
     return entry
 
 
-def _add_baselines(runner: CaseRunner, test: TestCase, entry: dict) -> None:
+def _add_baselines(runner: CaseRunner, test: TestCase, entry: dict, line: CaseLine) -> None:
     if spec_problem(test.args):
         return
-    baselines = runner.run(_run_baselines, test)
+    line.start("      baselines ...")
+    t0 = time.perf_counter()
+    baselines = fits_in_memory(runner, test, _run_baselines) or runner.run(_run_baselines, test)
     if isinstance(baselines, CaseError):
-        print(f"    baselines failed: {baselines.message}")
+        line.finish(f" failed: {baselines.message}")
     else:
+        line.finish(f" done ({time.perf_counter() - t0:.0f} s)")
         entry["baselines"] = baselines
 
 
@@ -1242,30 +1596,41 @@ def human_benchmarks(runner: CaseRunner, tests: list[TestCase], recheck: bool, a
     print(f"roofline, measured now: {_roofline_text(roof)}")
     if device is None:
         print(cpu_plan(tests, roof, recheck, args.baselines))
-    results, failed, start = [], 0, time.perf_counter()
-    for i, test in enumerate(tests):
-        print(f"  [{i + 1}/{len(tests)}] {_case_label(test)} ...", end="", flush=True)
-        t0 = time.perf_counter()
-        entry = _benchmark_entry(runner, test, recheck, roof)
-        took = f"{time.perf_counter() - t0:.0f} s, {time.perf_counter() - start:.0f} s elapsed"
-        if "error" in entry:
-            failed += 1
-            print(f" FAIL ({took}): {entry['error']}", flush=True)
-        else:
-            print(
-                f" {entry['mean'] / 1e3:.1f} us ({_plural(entry['runs'], 'run')}; {took})",
-                flush=True,
-            )
-        if args.baselines:
-            _add_baselines(runner, test, entry)
-        results.append(entry)
+    results, failed, start, line = [], 0, time.perf_counter(), CaseLine()
+    runner.on_progress = line.progress
+    try:
+        for i, test in enumerate(tests):
+            line.start(f"  [{i + 1}/{len(tests)}] {_case_label(test)} ...")
+            t0 = time.perf_counter()
+            entry = _benchmark_entry(runner, test, recheck, roof)
+            now = time.perf_counter()
+            took = f"{now - t0:.0f} s, {now - start:.0f} s elapsed"
+            if "error" in entry:
+                failed += 1
+                line.finish(f" FAIL ({took}): {entry['error']}")
+            else:
+                runs = _plural(entry["runs"], "run")
+                line.finish(f" {entry['mean'] / 1e3:.1f} us ({runs}; {took})")
+            if args.baselines:
+                _add_baselines(runner, test, entry, line)
+            results.append(entry)
+    except KeyboardInterrupt:
+        _stop_for_interrupt(runner, line)
+        if results:  # the finished cases' table; no report or JSON of a part of the run
+            print()
+            roof = peak_with_baselines(results, roof)
+            print(benchmark_report(results, roof, sol_mode(device))["text"])
+        raise
     sol = sol_mode(device)
     roof = peak_with_baselines(results, roof)
     report = benchmark_report(results, roof, sol)
     print()
     print(report["text"])
     if args.report:
-        write_report(Path(args.report), results, roof, report, sol=sol)
+        paths = write_report(
+            Path(args.report), results, roof, report, sol=sol, device_name=device
+        )
+        print(f"report: {', '.join(str(path) for path in paths)}")
     if args.json:
         doc = {"machine": _machine_line(), "ceiling": dataclasses.asdict(roof), "results": results}
         Path(args.json).write_text(json.dumps(doc, indent=2))
@@ -1407,6 +1772,19 @@ def _plot_label(case: str) -> str:
     return "\n".join([case.split(" ")[0], *case.split(" ")[-2:]])
 
 
+def report_stem(device_name: str | None) -> str:
+    """The report's file name without its suffix, naming the device: benchmark-nvidia-h200
+    for an "NVIDIA H200", benchmark-cpu without a GPU."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (device_name or "cpu").lower()).strip("-")
+    return f"benchmark-{slug or 'gpu'}"
+
+
+MATPLOTLIB_MISSING = (
+    "--report draws its chart with matplotlib, which is not installed: "
+    'pip install -e ".[report]"'
+)
+
+
 def write_report(
     out_dir: Path,
     results: list[dict],
@@ -1414,12 +1792,16 @@ def write_report(
     report: dict,
     machine: str | None = None,
     sol: str = "ratio",
-) -> None:
-    """benchmark.md (the table) and benchmark.png (time vs roofline, and the B200 speed of
-    light unless sol is "none", per shape)."""
+    device_name: str | None = None,
+) -> list[Path]:
+    """The table (.md) and the chart (.png: time vs roofline, and the B200 speed of light
+    unless sol is "none", per shape) in out_dir, named for the device (report_stem: the
+    GPU's name, or the CPU), and said in them; the paths written."""
     machine = machine or _machine_line()
     out_dir.mkdir(parents=True, exist_ok=True)
-    md = [f"# nvfp4_group_gemm benchmark\n\nMachine: {machine}\n"]
+    stem = out_dir / report_stem(device_name)
+    title = f"nvfp4_group_gemm benchmark on {device_name or 'the CPU'}"
+    md = [f"# {title}\n\nMachine: {machine}\n"]
     md.append("| " + " | ".join(report["headers"]) + " |")
     md.append("|" + "---|" * len(report["headers"]))
     md += ["| " + " | ".join(r) + " |" for r in report["rows"]]
@@ -1429,7 +1811,8 @@ def write_report(
         if line.startswith(("geometric", "B200", "roofline"))
     ]
     md += [""] + summary
-    (out_dir / "benchmark.md").write_text("\n".join(md) + "\n")
+    written = [stem.with_suffix(".md")]
+    written[0].write_text("\n".join(md) + "\n")
 
     import matplotlib
 
@@ -1438,7 +1821,7 @@ def write_report(
 
     ok = [r for r in results if "mean" in r]
     if not ok:
-        return
+        return written
     labels = [_plot_label(r["case"]) for r in ok]
     x = range(len(ok))
     width = 0.27
@@ -1472,44 +1855,126 @@ def write_report(
         )
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_dir / "benchmark.png", dpi=120)
+    written.append(stem.with_suffix(".png"))
+    fig.savefig(written[-1], dpi=120)
     plt.close(fig)
+    return written
+
+
+MODES = {
+    "test": "check each case against the reference: pass / fail and the worst element",
+    "benchmark": "time each case as the leaderboard does: mean, best, TFLOP/s, x roofline",
+    "leaderboard": "benchmark, with every timed repeat checked again",
+    "profile": "a torch profiler table for each case",
+}
+USAGE = (
+    "python eval.py {test,benchmark,leaderboard,profile} [SPECFILE | SPEC ...] [--baselines]\n"
+    "       [--report DIR] [--json FILE] [--seed N] [--traceback]\n"
+    "       POPCORN_FD=N python eval.py MODE SPECFILE [--traceback]"
+)
+HELP_DESCRIPTION = (
+    "Run submission.py's tests or benchmarks for nvfp4_group_gemm and print readable tables;\n"
+    "options, spec files and spec lines come in any order.\n\nmodes:\n"
+    + "".join(f"  {mode:<12} {text}\n" for mode, text in MODES.items())
+)
+HELP_EPILOG = """\
+spec format: one case a line, `key: value` pairs separated by `;`, lists as [1, 2, 3]:
+  m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111
+In spec files blank lines and lines starting with # are skipped (not with POPCORN_FD).
+
+environment:
+  POPCORN_FD=N      the leaderboard's protocol: `key: value` lines on descriptor N, one
+                    spec file, its strict format (every line a case)
+  POPCORN_SEED=S    with POPCORN_FD, the secret seed combined into each case's seed
+  EVAL_TIMEOUT_S=T  time limit per case in seconds (0: none)
+
+exit status: 0 all passed, 112 a case failed, 113 a spec that does not parse or a spec
+file that cannot be read, 2 a wrong command line, 130 interrupted (Ctrl-C)"""
+
+
+class _UsageError(Exception):
+    """A command line that eval.py does not take (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a wrong command line raising _UsageError (one line, not the usage)."""
+
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def _help_formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32, width=100)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description="Run the nvfp4_group_gemm tests or benchmarks (options and specs in any "
-        "order).",
-        epilog="exit status: 0 all passed, 112 a case failed, 113 a spec that does not parse",
+    parser = _Parser(
+        prog="eval.py",
+        usage=USAGE,
+        description=HELP_DESCRIPTION,
+        epilog=HELP_EPILOG,
+        formatter_class=_help_formatter,
     )
-    parser.add_argument("mode", choices=["test", "benchmark", "leaderboard", "profile"])
     parser.add_argument(
-        "specs",
+        "words",
         nargs="*",
-        help="spec lines ('m: [..]; n: [..]; k: [..]; g: G; seed: S') or spec files",
+        metavar="MODE [SPECFILE | SPEC ...]",
+        help="a mode (above), then optional spec files and spec lines; none: task.yml's "
+        "tests (test mode) or benchmarks (the other modes)",
     )
     parser.add_argument(
         "--baselines",
         action="store_true",
-        help="also time torch._grouped_mm on bf16, cuBLAS fp16 on the dequantized operands "
-        "and the exact path",
+        help="(benchmark, leaderboard) also time torch._grouped_mm on bf16, cuBLAS fp16 on "
+        "the dequantized operands and the exact path",
     )
-    parser.add_argument("--report", help="folder for benchmark.md and benchmark.png")
-    parser.add_argument("--json", help="write the benchmark results as JSON here")
-    parser.add_argument("--seed", type=int, help="secret seed combined into each case's seed")
+    parser.add_argument(
+        "--report",
+        metavar="DIR",
+        help="(benchmark, leaderboard) write the table and the chart into DIR, named for the "
+        "machine: benchmark-<gpu or cpu>.md and .png (the chart needs matplotlib)",
+    )
+    parser.add_argument(
+        "--json", metavar="FILE", help="(benchmark, leaderboard) write the results as JSON"
+    )
+    parser.add_argument(
+        "--seed", type=int, metavar="N", help="secret seed combined into each case's seed"
+    )
     parser.add_argument(
         "--traceback", action="store_true", help="print the traceback of a case that raises"
     )
     return parser
 
 
-def human_main(argv: list[str]) -> int:
+def parse_command_line(argv: list[str]) -> argparse.Namespace:
+    """The human mode's command line: args.mode, args.specs and the options. _UsageError
+    when there is no mode or an unknown one."""
     args = _parser().parse_intermixed_args(argv)
+    if not args.words:
+        raise _UsageError("a mode is required: test, benchmark, leaderboard or profile")
+    args.mode, *args.specs = args.words
+    if args.mode not in MODES:
+        raise _UsageError(
+            f"unknown mode '{args.mode}': choose test, benchmark, leaderboard or profile"
+        )
+    return args
+
+
+def human_main(argv: list[str]) -> int:
+    try:
+        args = parse_command_line(argv)
+    except _UsageError as e:
+        print(f"eval.py: error: {e} (see python eval.py --help)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         tests = human_cases(args.specs, args.mode)
     except SpecFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_SPEC_FILE
+    if args.report and args.mode in ("benchmark", "leaderboard"):
+        if importlib.util.find_spec("matplotlib") is None:  # before a run of minutes
+            print(f"error: {MATPLOTLIB_MISSING}", file=sys.stderr)
+            return EXIT_USAGE
     tests = _apply_secret_seed(tests, args.seed)
     set_seed(args.seed or 42)
     with CaseRunner(case_timeout_s(args.mode, protocol=False), args.traceback) as runner:
@@ -1520,11 +1985,25 @@ def human_main(argv: list[str]) -> int:
         return human_benchmarks(runner, tests, args.mode == "leaderboard", args)
 
 
+def _interrupt_once(signum, frame):
+    """Ctrl-C: KeyboardInterrupt once; later presses are ignored while eval.py ends its
+    worker and prints what finished."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main() -> int:
-    fd = os.getenv("POPCORN_FD")
-    if fd:
-        return protocol_main(fd, sys.argv[1:])
-    return human_main(sys.argv[1:])
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _interrupted_at_start):
+        signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        fd = os.getenv("POPCORN_FD")
+        if fd:
+            return protocol_main(fd, sys.argv[1:])
+        return human_main(sys.argv[1:])
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -135,8 +135,34 @@ def test_human_mode_benchmark_table_and_report(tmp_path):
     assert "TFLOP/s" in out and "x roofline" in out and "bound" in out and "geometric mean" in out
     assert "torch exact path us" in out
     assert "SOL" not in out and "speed-of-light" not in out
-    assert (tmp_path / "benchmark.md").read_text().startswith("# nvfp4_group_gemm benchmark")
-    assert (tmp_path / "benchmark.png").read_bytes()[:4] == b"\x89PNG"
+    # the report is named for the machine, and says which it is
+    md = (tmp_path / "benchmark-cpu.md").read_text()
+    assert md.startswith("# nvfp4_group_gemm benchmark on the CPU\n\nMachine: CPU only (")
+    assert (tmp_path / "benchmark-cpu.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"report: {tmp_path / 'benchmark-cpu.md'}, {tmp_path / 'benchmark-cpu.png'}" in out
+    assert not (tmp_path / "benchmark.md").exists()
+
+
+def test_report_names_the_device():
+    assert harness.report_stem("NVIDIA H200") == "benchmark-nvidia-h200"
+    assert harness.report_stem("NVIDIA B200") == "benchmark-nvidia-b200"
+    assert harness.report_stem(None) == "benchmark-cpu"
+
+
+def test_report_without_matplotlib_names_the_extra(monkeypatch, capsys, tmp_path):
+    """Before anything runs: one line naming the extra to install, exit status 2."""
+    real = harness.importlib.util.find_spec
+    monkeypatch.setattr(
+        harness.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    assert harness.human_main(["benchmark", "--report", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [f"error: {harness.MATPLOTLIB_MISSING}"]
+    assert 'pip install -e ".[report]"' in captured.err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_plot_labels_are_one_field_a_line():

@@ -103,12 +103,78 @@ def test_command_line_specs_files_and_lines(tmp_path):
 
 
 def test_options_and_specs_in_any_order():
-    parse = harness._parser().parse_intermixed_args
+    parse = harness.parse_command_line
     args = parse(["benchmark", "--baselines", "specs.txt", "--report", "out", "more.txt"])
     assert args.mode == "benchmark" and args.baselines and args.report == "out"
     assert args.specs == ["specs.txt", "more.txt"]
     args = parse(["--traceback", "test", "m: [1]; n: [16]; k: [64]; g: 1; seed: 1"])
     assert args.mode == "test" and args.traceback and len(args.specs) == 1
+    args = parse(["leaderboard"])  # spec files and lines are optional
+    assert args.mode == "leaderboard" and args.specs == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        ([], "eval.py: error: a mode is required: test, benchmark, leaderboard or profile"),
+        (["bench"], "eval.py: error: unknown mode 'bench': choose test, benchmark,"),
+        (["test", "--bogus"], "eval.py: error: unrecognized arguments: --bogus"),
+        (["test", "--seed", "x"], "eval.py: error: argument --seed: invalid int value: 'x'"),
+    ],
+)
+def test_wrong_command_lines_get_one_line_and_2(argv, error, capsys):
+    assert harness.human_main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and captured.err.startswith(error)
+    assert "required: mode, specs" not in captured.err
+
+
+def test_help_states_modes_specs_and_options(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        harness.human_main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith(
+        "usage: python eval.py {test,benchmark,leaderboard,profile} [SPECFILE | SPEC ...]"
+    )
+    for mode in harness.MODES:
+        assert f"\n  {mode} " in text
+    for option in ("--baselines", "--report DIR", "--json FILE", "--seed N", "--traceback"):
+        assert option in text
+    assert "POPCORN_FD=N" in text and "EVAL_TIMEOUT_S" in text and "130 interrupted" in text
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_human_spec_files_skip_blank_and_comment_lines(tmp_path):
+    """A trailing blank line, blank lines between cases and `#` lines: skipped in human
+    mode, line numbers still the file's; the protocol mode keeps the leaderboard's format,
+    where each of them fails the file (113) with the line named."""
+    path = tmp_path / "specs.txt"
+    path.write_text(
+        "# small cases\n\nm: [32]; n: [64]; k: [128]; g: 1; seed: 1\n   \n"
+        "  # one more\nm: [16]; n: [16]; k: [64]; g: 1; seed: 2\ngarbage\n\n"
+    )
+    with pytest.raises(harness.SpecFileError, match=r"specs.txt, line 7: invalid test case"):
+        harness.human_cases([str(path)], "test")
+    path.write_text(path.read_text().replace("garbage\n", ""))
+    tests = harness.human_cases([str(path)], "test")
+    assert [t.args["m"] for t in tests] == [(32,), (16,)]
+    with pytest.raises(harness.SpecFileError, match=r"specs.txt, line 1: invalid test case: '#"):
+        harness.read_spec_file(str(path))
+    path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\n\n")
+    with pytest.raises(harness.SpecFileError, match=r"line 2: invalid test case: '': .*no blank"):
+        harness.read_spec_file(str(path))
+
+
+def test_shipped_example_spec_file_is_strict_and_valid():
+    """specs/example.txt, which the README's protocol example uses: every line a case in
+    the leaderboard's format, each one generate_input can build, small enough for a CPU."""
+    tests = harness.read_spec_file(str(harness.HERE / "specs" / "example.txt"))
+    assert len(tests) >= 2
+    for test in tests:
+        assert harness.spec_problem(test.args) == ""
+        assert harness.flops_of(test.args) < 1e9
 
 
 def test_secret_seed_leaves_a_word_seed_for_the_spec_check():
