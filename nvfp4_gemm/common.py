@@ -39,9 +39,10 @@ try:
     from cutlass.cutlass_dsl import Float32, Int32, Int64, Uint32, dsl_user_op
 
     try:  # DSL >= 4.8 moved these helpers; 4.5.x has them under cutlass.utils only.
+        from cutlass.memory import SmemAllocator
         from cutlass.tensor_utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
     except ImportError:
-        from cutlass.utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
+        from cutlass.utils import LayoutEnum, SmemAllocator, TensorMapManager, TensorMapUpdateMode
 
     _DSL_IMPORT_ERROR = None
 except ImportError as e:  # the exact torch path still works
@@ -49,7 +50,7 @@ except ImportError as e:  # the exact torch path still works
     cutlass = cute = pipeline = utils = sm100_utils = blockscaled_utils = _MissingDsl()
     sm90_utils = llvm = cpasync = tcgen05 = make_ptr = _MissingDsl()
     Float32 = Int32 = Int64 = Uint32 = dsl_user_op = _MissingDsl()
-    LayoutEnum = TensorMapManager = TensorMapUpdateMode = _MissingDsl()
+    LayoutEnum = SmemAllocator = TensorMapManager = TensorMapUpdateMode = _MissingDsl()
 
 try:
     from task import input_t, output_t

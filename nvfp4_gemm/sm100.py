@@ -14,6 +14,7 @@ from .binding import bind_launch, device_ptr, fake_ptr
 from .common import (
     Int32,
     LayoutEnum,
+    SmemAllocator,
     TensorMapManager,
     TensorMapUpdateMode,
     blockscaled_utils,
@@ -473,8 +474,9 @@ class Sm100BlockScaledGroupedGemm:
     def _make_tiled_mmas(self):
         tiled_mma = sm100_utils.make_blockscaled_trivial_tiled_mma(
             self.ab_dtype,
-            tcgen05.OperandMajorMode.K,
-            tcgen05.OperandMajorMode.K,
+            self.ab_dtype,
+            cute.nvgpu.OperandMajorMode.K,
+            cute.nvgpu.OperandMajorMode.K,
             self.sf_dtype,
             SM100_SF_VEC_SIZE,
             self.cta_group,
@@ -483,8 +485,9 @@ class Sm100BlockScaledGroupedGemm:
         # SFB is copied per CTA with a 1-CTA shaped MMA view
         tiled_mma_sfb = sm100_utils.make_blockscaled_trivial_tiled_mma(
             self.ab_dtype,
-            tcgen05.OperandMajorMode.K,
-            tcgen05.OperandMajorMode.K,
+            self.ab_dtype,
+            cute.nvgpu.OperandMajorMode.K,
+            cute.nvgpu.OperandMajorMode.K,
             self.sf_dtype,
             SM100_SF_VEC_SIZE,
             tcgen05.CtaGroup.ONE,
@@ -705,7 +708,7 @@ class Sm100BlockScaledGroupedGemm:
         self, atoms: tuple, mSizes: cute.Tensor, mPtrs: cute.Tensor, mDesc: cute.Tensor
     ):
         group, _, _ = cute.arch.block_idx()
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         storage = smem.allocate(self.init_storage)
         desc_smem = storage.desc.data_ptr()
         tensors = self._make_group_tensors(
@@ -857,7 +860,7 @@ class Sm100BlockScaledGroupedGemm:
         block_in_cluster_coord_vmnk = lay.cluster_vmnk.get_flat_coord(cta_rank_in_cluster)
         block_in_cluster_coord_sfb_vmnk = lay.cluster_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
 
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         # the watchdog's block, ordered before any wait by the CTA barrier (the clusters'
         # barriers below are relaxed: they order the mbarrier inits, not plain stores)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .binding import bind_launch, device_ptr, fake_ptr
-from .common import Int32, Int64, cute, cutlass, pipeline, sm90_utils, utils
+from .common import (
+    Int32,
+    Int64,
+    LayoutEnum,
+    SmemAllocator,
+    cute,
+    cutlass,
+    pipeline,
+    sm90_utils,
+)
 from .formats import SF_ATOM_BYTES
 from .kernel_runner import CompiledKernels, KernelBackend
 from .ptx import (
@@ -231,7 +240,7 @@ class Sm90Fp4GroupedGemm:
         """The 128-byte-swizzled atom of 8 rows x 64 fp16 that the token ring (wgmma's B)
         and the C staging boxes (the TMA store's source) are tiled from."""
         return cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(utils.LayoutEnum.ROW_MAJOR, cutlass.Float16, 64),
+            sm90_utils.get_smem_layout_atom(LayoutEnum.ROW_MAJOR, cutlass.Float16, 64),
             cutlass.Float16,
         )
 
@@ -317,8 +326,8 @@ class Sm90Fp4GroupedGemm:
         return sm90_utils.make_trivial_tiled_mma(
             cutlass.Float16,
             cutlass.Float16,
-            cute.nvgpu.warpgroup.OperandMajorMode.K,
-            cute.nvgpu.warpgroup.OperandMajorMode.K,
+            cute.nvgpu.OperandMajorMode.K,
+            cute.nvgpu.OperandMajorMode.K,
             cutlass.Float32,
             (self.wgs, 1, 1),
             tiler_mn=(SM90_WEIGHT_ROWS_PER_BLOCK, tokens),
@@ -404,7 +413,7 @@ class Sm90Fp4GroupedGemm:
         if tidx == 0:
             self.prefetch_schedule(sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride, num_groups)
 
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         # the watchdog's block, before the barrier that the pipelines' creation ends with
         guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), self.waiting_warps, (
@@ -454,11 +463,11 @@ class Sm90Fp4GroupedGemm:
         # one if/else over warpgroups, so that ptxas applies the setmaxnreg split
         consumer_regs, producer_regs = sm90_register_split(self.cfg)
         if warp_idx >= self.producer_warp:
-            cute.arch.warpgroup_reg_dealloc(producer_regs)
+            cute.arch.setmaxregister_decrease(producer_regs)
             if warp_idx == self.producer_warp:
                 self.producer(guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span)
         else:
-            cute.arch.warpgroup_reg_alloc(consumer_regs)
+            cute.arch.setmaxregister_increase(consumer_regs)
             self.consumer(guard, tidx, tiled_mma, sT_layout, storage, ab_pipeline,
                           tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
