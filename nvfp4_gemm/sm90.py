@@ -514,13 +514,15 @@ class Sm90Fp4GroupedGemm:
     @cute.jit
     def release_fault(self, guard, tidx, u, kb, k_tiles, ends):
         """The injected fault of a consumer's release of K-tile kb of unit u (ends: the CTA's
-        first and last unit): thread 0 leaves out its release of the first one
-        (sm90.producer.empty) or of the last one (sm90.producer.tail); None in other builds."""
+        first and last unit): the consumers leave out their releases of the first one
+        (sm90.producer.empty) or of the last one (sm90.producer.tail); None in other builds.
+        Every consumer thread alike: a fault in one thread only would also make its warp's
+        control flow diverge, which is not what a hang is."""
         fault = None
         if cutlass.const_expr(guard.injects("sm90.producer.empty")):
-            fault = self.fault(guard, "sm90.producer.empty", (tidx == 0) & (u == ends[0]) & (kb == 0))
+            fault = self.fault(guard, "sm90.producer.empty", (u == ends[0]) & (kb == 0))
         if cutlass.const_expr(guard.injects("sm90.producer.tail")):
-            fault = self.fault(guard, "sm90.producer.tail", (tidx == 0) & (u == ends[1]) & (kb == k_tiles - 1))
+            fault = self.fault(guard, "sm90.producer.tail", (u == ends[1]) & (kb == k_tiles - 1))
         return fault
 
     @cute.jit
@@ -698,7 +700,7 @@ class Sm90Fp4GroupedGemm:
         packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok, where, Int32(-1))
         self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
         self.publish_tokens(tok_pipeline, tok_w,
-                            self.fault(guard, "sm90.consumer.tokens", (tidx == 0) & (u == ends[0])))
+                            self.fault(guard, "sm90.consumer.tokens", u == ends[0]))
         tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
         self.release_stage(ab_pipeline, ahead, self.release_fault(guard, tidx, u, Int32(0), k_tiles, ends))

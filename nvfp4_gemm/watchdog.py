@@ -57,13 +57,13 @@ class WaitSite:
 
 WAIT_SITES = (
     WaitSite(1, "sm90.producer.empty", "sm90", "the TMA warp", "stage {stage} (empty)",
-             "one consumer thread leaves out its release of the first stage"),
+             "the consumers leave out their releases of the first stage"),
     WaitSite(2, "sm90.producer.tail", "sm90", "the TMA warp's tail", "stage {stage} (empty)",
-             "one consumer thread leaves out its release of the last unit's last K-tile"),
+             "the consumers leave out their releases of the last unit's last K-tile"),
     WaitSite(3, "sm90.consumer.full", "sm90", "the consumer warpgroups", "stage {stage} (full)",
              "the first stage expects 16 bytes more than its loads bring", next_kblock=True),
     WaitSite(4, "sm90.consumer.tokens", "sm90", "the consumer warpgroups", "token buffer {stage} (full)",
-             "one consumer thread leaves out its arrive on the first token buffer"),
+             "the consumers leave out their arrives on the first token buffer"),
     WaitSite(5, "sm90.fixup.flag", "sm90", "a FIXUP warpgroup", "split-K slot {stage} (flag)",
              "the PARTIAL pieces leave their flags unset"),
     WaitSite(11, "sm100.tma.empty", "sm100", "the TMA warp", "stage {stage} (empty)",
@@ -265,9 +265,9 @@ def note_offset(site: int) -> int:
     return BLK_NOTES + NOTE_BYTES * (site % NOTE_SLOTS)
 
 
-# A waiting thread sleeps in mbarrier.try_wait at most this long between its checks of the
+# A waiting thread sleeps in mbarrier.try_wait at most this long before each check of the
 # abort flag and the clock (the barrier's completion wakes it at once): once the CTA gave
-# up, a wait that does not complete costs at most this.
+# up, a wait that does not complete costs this.
 SUSPEND_NS = 20_000
 
 # Inline PTX of the waits. Operands: $0 the result (1 done, 0 gave up), $1 the block, $2
@@ -283,7 +283,10 @@ _PROLOGUE = ("{\n.reg .pred p, e;\n.reg .b32 c, m, x;\n.reg .b64 t, t0, lim, old
              "mov.u64 t0, 0;\n")
 _SLOW = (
     "WD_SLOW:\n"
-    # a CTA that gave up pays nothing more
+    # first the probe that sleeps until the barrier completes (or SUSPEND_NS pass): a wait
+    # that completes then continues as soon as the DSL's own would
+    "PROBE"
+    # then the abort flag: a CTA that gave up pays nothing more
     "ld.volatile.shared.u32 c, [$1];\n"
     "setp.ne.u32 p, c, 0;\n"
     "@p bra.uni WD_ABORTED;\n"
@@ -295,7 +298,6 @@ _SLOW = (
     "add.u64 lim, lim, t0;\n"
     "setp.ge.u64 p, t, lim;\n"
     "@p bra.uni WD_TIMEOUT;\n"
-    "PROBE"
     "bra.uni WD_SLOW;\n"
     "WD_TIMEOUT:\n"
     # the whole CTA gives up: every other wait at its next check
