@@ -24,6 +24,15 @@ from .torch_paths import first_mismatch, run_torch_exact
 from .watchdog import DEFAULT_WATCHDOG_MS, LaunchWatch, WatchdogRecord, WatchSettings, timeout_ns
 
 
+# Whether every launch runs the build with the watchdog, or only a config's self-checked
+# first launch per problem size (a second compile, untimed). Measured on the H200, the
+# Hopper kernel alternating with and without it in one process (python
+# tools/probes/kernel_ab.py submission.py submission.py --env-old NVFP4_GEMM_WATCHDOG_MS=0
+# --spec-file tools/regime_specs.txt --shapes 0,1,2,3,6,7,8): docs/performance.md, "The
+# watchdog's cost".
+WATCHDOG_IN_EVERY_LAUNCH = True
+
+
 @functools.lru_cache(maxsize=16)
 def call_key_function(groups: int) -> Callable[[Any], tuple]:
     """The call key of a call with `groups` groups: the ids of its a, b, c of every group,
@@ -152,6 +161,8 @@ class PointerTable:
     schedule: TileSchedule | None = None
     config: Any = None
     record: WatchdogRecord | None = None  # the config's watchdog record (checked before a launch)
+    watch: LaunchWatch | None = None  # what this table's launches pass the watchdog
+    checked_launch: Callable[[], None] | None = None  # the self-check's build, where it is another
 
 
 @dataclasses.dataclass
@@ -253,7 +264,8 @@ class GroupedGemmRunner:
     def __init__(self, backend: KernelBackend, num_sms: int, maxsize: int = 64,
                  self_check: bool | None = None, device_index: int | None = None,
                  other_devices: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
-                 inject: tuple[str, str | None] | None = None):
+                 inject: tuple[str, str | None] | None = None,
+                 watch_every_launch: bool = WATCHDOG_IN_EVERY_LAUNCH):
         self.backend = backend
         self.num_sms = num_sms
         # the CUDA device whose context the kernels live in (None: no device, as in the CPU
@@ -280,6 +292,7 @@ class GroupedGemmRunner:
         # pointer table's launches by tag
         self.watchdog_ms = watchdog_ms
         self.inject = inject
+        self.watch_every_launch = watch_every_launch
         self.timeout_ns = timeout_ns(watchdog_ms)
         self.records: dict = {}
         self._tag_sizes = LruCache(4 * maxsize)
@@ -435,7 +448,7 @@ class GroupedGemmRunner:
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
         check = self.self_check and (config, sizes) not in self.checked
-        compiled = self.compiled.get_or_create(config, lambda: b.compile(config, self.watch_settings(config)))
+        compiled = self.build(config, self.watch_settings(config))
         key = self.size_class(sizes)
         sched = self.schedules.get_or_create(
             (key, config), lambda: self._make_schedule(key, config, problem.device)
@@ -448,7 +461,10 @@ class GroupedGemmRunner:
             self._retire_timed_out(table)
             raise KernelLaunchError(None, f"{b.name} kernel {b.config_name(config)}", sticky=False)
         try:
-            table.launch()
+            if check:
+                self._checked_launch(config, table)()
+            else:
+                table.launch()
         except KernelLaunchError as e:
             if not e.sticky:
                 self.rejected[config] = f"could not launch ({e})"
@@ -480,14 +496,35 @@ class GroupedGemmRunner:
             self.layouts.put(layout, (config, sizes, ptrs))
         return outputs
 
-    def watch_settings(self, config) -> WatchSettings:
-        """How `config` is built: with the watchdog unless NVFP4_GEMM_WATCHDOG_MS is 0, and
-        with the injected fault where NVFP4_GEMM_INJECT_HANG names this config or none."""
-        if self.inject is not None:
+    def watch_settings(self, config, checked: bool = False) -> WatchSettings:
+        """How `config` is built for its self-checked launches (checked) or the others: with
+        the watchdog unless NVFP4_GEMM_WATCHDOG_MS is 0, and outside the self-check only
+        where it goes into every launch (watch_every_launch); with the injected fault
+        where NVFP4_GEMM_INJECT_HANG names this config or none, in the builds with the
+        watchdog."""
+        enabled = self.watchdog_ms != 0 and (checked or self.watch_every_launch)
+        if enabled and self.inject is not None:
             site, target = self.inject
             if target is None or target == self.backend.config_name(config):
                 return WatchSettings(inject=site)
-        return WatchSettings(enabled=self.watchdog_ms != 0)
+        return WatchSettings(enabled=enabled)
+
+    def build(self, config, watch: WatchSettings) -> CompiledKernels:
+        """The build of config with `watch`: one compile each, the compile cache keyed by
+        both (the init kernel, which writes the descriptors, is the same in both)."""
+        return self.compiled.get_or_create((config, watch), lambda: self.backend.compile(config, watch))
+
+    def _checked_launch(self, config, table: PointerTable) -> Callable[[], None]:
+        """The launch of a self-checked call: the table's own where every launch has the
+        watchdog, else the watchdog build's, bound to the table's pointers once."""
+        checked = self.watch_settings(config, checked=True)
+        if checked == self.watch_settings(config):
+            return table.launch
+        if table.checked_launch is None:
+            build = self.build(config, checked)
+            table.checked_launch = build.prepare(table.sizes, table.ptrs, table.tensormaps, table.schedule,
+                                                 table.scratch, table.watch)
+        return table.checked_launch
 
     def _retire_timed_out(self, table: PointerTable) -> None:
         """A wait of a launch of table's config gave up (its watchdog record is set): the
@@ -536,7 +573,7 @@ class GroupedGemmRunner:
         self._last_tag += 1
         self._tag_sizes.put(self._last_tag, sizes)
         watch = LaunchWatch(record, self._last_tag, self.timeout_ns)
-        table = PointerTable(ptr_dev, sizes_dev, tensormaps, None, scratch, sched, config, record)
+        table = PointerTable(ptr_dev, sizes_dev, tensormaps, None, scratch, sched, config, record, watch)
         table.launch = compiled.prepare(sizes_dev, ptr_dev, tensormaps, sched, scratch, watch)
         return table
 

@@ -49,6 +49,8 @@ class StubKernel:
         # (launch number, WaitTimeout fields): that launch hangs, as a kernel whose wait gives
         # up does: C is left unwritten and the record is written as write_record writes it
         self.hang = None
+        self.builds = []  # the WatchSettings of each compile
+        self.launched_builds = []  # which compile (1, 2, ...) each launch ran
 
     def backend(self):
         return KernelBackend(
@@ -66,6 +68,8 @@ class StubKernel:
 
     def _compile(self, config, watch=None):
         self.compiles += 1
+        self.builds.append(watch)
+        build = len(self.builds)
 
         def init(ptrs, sizes, tensormaps):
             self.inits += 1
@@ -77,6 +81,7 @@ class StubKernel:
 
             def launch():
                 self.launches += 1
+                self.launched_builds.append(build)
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
                 if self.hang is not None and self.hang[0] == self.launches:
@@ -1179,3 +1184,22 @@ def test_the_injected_fault_goes_into_the_config_it_names(monkeypatch):
         watchdog.requested_injection()
     with pytest.raises(ValueError, match="would hang"):
         watchdog.WatchSettings(enabled=False, inject="sm90.consumer.full")
+
+
+def test_the_watchdog_can_go_into_the_self_checked_launch_only(stub, monkeypatch):
+    """watch_every_launch False: a config has two builds, the watchdog's for its self-checked
+    first launch per size (over the same pointers and descriptors), and one without it for
+    every other launch; NVFP4_GEMM_WATCHDOG_MS=0 leaves one build, without it."""
+    _checking(stub, monkeypatch)
+    stub.runner.watch_every_launch = False
+    data = stub.register(_data(63))
+    for _ in range(3):
+        out = dispatch.custom_kernel(data)
+    assert stub.builds == [watchdog.WatchSettings(enabled=False), watchdog.WatchSettings()]
+    assert stub.launched_builds == [2, 1, 1] and stub.inits == 1
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+    stub.runner.watchdog_ms = 0
+    assert stub.runner.watch_settings(("cfg", 128, 128), checked=True) == watchdog.WatchSettings(enabled=False)
+    stub.runner.watch_every_launch = True
+    stub.runner.watchdog_ms = 2000
+    assert stub.runner.watch_settings(("cfg", 128, 128)) == watchdog.WatchSettings()
