@@ -23,7 +23,6 @@ from .schedule import build_tile_schedule, persistent_grid
 from .torch_paths import first_mismatch, run_torch_exact
 from .watchdog import DEFAULT_WATCHDOG_MS, LaunchWatch, WatchdogRecord, WatchSettings, timeout_ns
 
-
 # Whether every launch runs the build with the watchdog, or only a config's self-checked
 # first launch per problem size (a second compile, untimed). Measured on the H200, the
 # Hopper kernel alternating with and without it in one process (python
