@@ -279,9 +279,11 @@ SUSPEND_NS = 20_000
 # ptxas the K-loops' uniform registers (their address arithmetic in vector registers: 3-33
 # more SASS instructions per K-tile on the Hopper K-loops, python tools/probes/sm90_sass.py
 # --fast-path); the barrier's address as an address does not.
-_PROLOGUE = ("{\n.reg .pred p, e;\n.reg .b32 c, m, x;\n.reg .b64 t, t0, lim, old;\nmov.u32 $0, 1;\n"
-             "mov.u64 t0, 0;\n")
+_PROLOGUE = "{\n.reg .pred p, e;\n.reg .b32 c, m, x;\n.reg .b64 t, t0, lim, old;\nmov.u32 $0, 1;\n"
 _SLOW = (
+    # the wait's start on the clock (which wait of a CTA started first names the hang),
+    # read once, with no other work before the first sleep
+    "mov.u64 t0, %globaltimer;\n"
     "WD_SLOW:\n"
     # first the probe that sleeps until the barrier completes (or SUSPEND_NS pass): a wait
     # that completes then continues as soon as the DSL's own would
@@ -290,10 +292,8 @@ _SLOW = (
     "ld.volatile.shared.u32 c, [$1];\n"
     "setp.ne.u32 p, c, 0;\n"
     "@p bra.uni WD_ABORTED;\n"
-    # the wait's clock starts at its first retry; past the block's timeout it gives up
+    # past the block's timeout it gives up
     "mov.u64 t, %globaltimer;\n"
-    "setp.eq.u64 p, t0, 0;\n"
-    "@p mov.u64 t0, t;\n"
     "ld.shared.u64 lim, [$1+8];\n"
     "add.u64 lim, lim, t0;\n"
     "setp.ge.u64 p, t, lim;\n"
@@ -303,10 +303,8 @@ _SLOW = (
     # the whole CTA gives up: every other wait at its next check
     "st.volatile.shared.u32 [$1], 1;\n"
     "WD_ABORTED:\n"
-    # a wait that was waiting notes itself in its site's note, the first there only; one
-    # that gave up before it waited is no cause and is not noted
-    "setp.eq.u64 p, t0, 0;\n"
-    "@p bra.uni WD_GIVEUP;\n"
+    # a wait that was waiting notes itself in its site's note, the first there only (one
+    # that came after the CTA gave up notes a later start, and loses to the hang)
     "atom.shared.cas.b64 old, [$1+NOTE], 0, t0;\n"
     "setp.eq.u64 e, old, 0;\n"
     "mov.u64 t, %globaltimer;\n"

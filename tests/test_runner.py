@@ -1097,6 +1097,7 @@ def test_a_later_hang_is_noticed_at_the_next_call_without_waiting_for_the_gpu(st
     """Self-check off: a launch of a call seen before (the fast path) hangs; its call returns
     what it returns, but the next call of the config reads the record before it launches
     (no synchronization), retires the config, warns, and falls back."""
+    stub.runner.watch_every_launch = True  # else a launch the self-check skips has no watchdog
     _hanging(stub, 3, "sm90.producer.empty", stage=2, tile=7, kblock=4, phase=0)
     data = stub.register(_data(61))
     dispatch.custom_kernel(data)
@@ -1160,14 +1161,21 @@ def test_watchdog_env_rejects_other_values(monkeypatch, value):
 
 def test_the_off_switch_builds_kernels_without_the_watchdog(monkeypatch):
     """NVFP4_GEMM_WATCHDOG_MS=0: the runner builds every config without the watchdog (the
-    DSL's own unbounded waits: sanitizer runs, profiling); otherwise with it, and the
-    timeout the launches pass is the variable's."""
+    DSL's own unbounded waits: sanitizer runs, profiling); otherwise the self-checked
+    launches' build has it (every launch's where watch_every_launch), and the timeout the
+    launches pass is the variable's."""
+    cfg = sm90_config.Sm90Config()
     monkeypatch.setenv(watchdog.WATCHDOG_ENV, "0")
     off = GroupedGemmRunner(sm90.sm90_backend(), 132, watchdog_ms=watchdog.watchdog_timeout_ms())
-    assert off.watch_settings(sm90_config.Sm90Config()) == watchdog.WatchSettings(enabled=False)
+    for checked in (False, True):
+        assert off.watch_settings(cfg, checked) == watchdog.WatchSettings(enabled=False)
     monkeypatch.setenv(watchdog.WATCHDOG_ENV, "750")
     on = GroupedGemmRunner(sm90.sm90_backend(), 132, watchdog_ms=watchdog.watchdog_timeout_ms())
-    assert on.watch_settings(sm90_config.Sm90Config()) == watchdog.WatchSettings()
+    assert not kernel_runner.WATCHDOG_IN_EVERY_LAUNCH and not on.watch_every_launch
+    assert on.watch_settings(cfg, checked=True) == watchdog.WatchSettings()
+    assert on.watch_settings(cfg) == watchdog.WatchSettings(enabled=False)
+    every = GroupedGemmRunner(sm90.sm90_backend(), 132, watchdog_ms=750, watch_every_launch=True)
+    assert every.watch_settings(cfg) == watchdog.WatchSettings()
     assert on.timeout_ns == 750_000_000
 
 
@@ -1177,8 +1185,9 @@ def test_the_injected_fault_goes_into_the_config_it_names(monkeypatch):
     runner = GroupedGemmRunner(sm90.sm90_backend(), 132, inject=(site, target))
     named = sm90_config.Sm90Config()
     assert named.name == target
-    assert runner.watch_settings(named) == watchdog.WatchSettings(inject="sm90.consumer.tokens")
-    assert runner.watch_settings(sm90_config.make_sm90_config(256)) == watchdog.WatchSettings()
+    assert runner.watch_settings(named, checked=True) == watchdog.WatchSettings(inject="sm90.consumer.tokens")
+    assert runner.watch_settings(named) == watchdog.WatchSettings(enabled=False)  # no watchdog: no fault
+    assert runner.watch_settings(sm90_config.make_sm90_config(256), checked=True) == watchdog.WatchSettings()
     monkeypatch.setenv(watchdog.INJECT_ENV, "sm90.nowhere")
     with pytest.raises(ValueError, match="no wait site 'sm90.nowhere'"):
         watchdog.requested_injection()
