@@ -20,7 +20,9 @@ Paths, chosen at the first call for each device (never at import):
 back with one warning naming the reason (on sm_100 to torch._scaled_mm first). The
 Blackwell kernel's first launch per config and problem size is checked against the exact
 path (a mismatch retires the config, with a warning); `NVFP4_GEMM_SELF_CHECK=1|0` turns that
-check on for every kernel, or off.
+check on for every kernel, or off. That launch runs with the watchdog: a wait that takes
+longer than `NVFP4_GEMM_WATCHDOG_MS` (2000) ends the launch, the config is retired with a
+warning naming the wait, and the call returns the exact result.
 
 Modules, each importing only those above it:
     common       the CuTe DSL's imports, constants, switches, warn_once
@@ -30,6 +32,7 @@ Modules, each importing only those above it:
     schedule     tile counts, the static schedule, per-CTA work units (K-range, balanced)
     caches       LruCache, HashedLruCache
     binding      pointers, host tables to the device, bound launches, launch errors
+    watchdog     bounded waits in both kernels, their error record, the hang's warning
     decoder      Fp4RowDecoder, the fp16 fallback's FP4 decode kernel
     torch_paths  run_torch_exact, run_torch_fp16, run_torch_fallback, first_mismatch
     kernel_runner  GroupedGemmRunner, the host wrapper both kernels share

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The GPU verification of submission.py, on any CUDA machine (an H200, a B200). Each part
-# fits a 10-minute budget; logs and JSON go to $OUT (default /tmp/gpu_verify).
+# The GPU verification of submission.py, on any CUDA machine (an H200, a B200). Logs and
+# JSON go to $OUT (default /tmp/gpu_verify).
 #
 #   bash tools/gpu_verify.sh checks         GPU tests, eval.py test (kernel and torch paths),
 #                                           compute-sanitizer memcheck and racecheck on
 #                                           tools/sanitize_case.py, the max-active-clusters
 #                                           query; on an sm_100 GPU first the edge shapes
 #                                           (tools/b200_edge_specs.txt) with the self-check on,
-#                                           and under memcheck
+#                                           and under memcheck; the watchdog's check of every
+#                                           wait site (tools/watchdog_check.py)
 #   bash tools/gpu_verify.sh bench [OLD.py] eval.py benchmark with its baselines and report;
 #                                           with OLD.py also that file against this one in
 #                                           alternating processes (new, old, old, new) and
@@ -79,6 +80,10 @@ if [ "$part" = checks ]; then
   for tool in memcheck racecheck; do
     step 200 "compute-sanitizer $tool" compute-sanitizer --tool $tool --report-api-errors no "$PY" tools/sanitize_case.py
   done
+  # the self-checked launches' build, the one with the watchdog
+  step 300 "compute-sanitizer memcheck, self-check on (the watchdog's build)" env NVFP4_GEMM_SELF_CHECK=1 \
+    compute-sanitizer --tool memcheck --report-api-errors no "$PY" tools/sanitize_case.py
+  step 900 "watchdog: each wait made to hang" "$PY" tools/watchdog_check.py
 elif [ "$part" = regimes ]; then
   mkdir -p "$OUT/regimes"
   step 400 "regime benchmark" "$PY" "$EVAL" benchmark --baselines tools/regime_specs.txt \
