@@ -36,6 +36,7 @@ from .watchdog import (
     WatchSettings,
     barrier_any,
     fake_watch_args,
+    injected_fault,
 )
 
 SM100_SMEM_CAPACITY = 232448  # bytes of dynamic shared memory one CTA may opt into
@@ -1201,15 +1202,6 @@ class Sm100BlockScaledGroupedGemm:
         return guard.aborted()
 
     @cute.jit
-    def fault(self, guard, name: str, here, cta: int = 0):
-        """Where the watchdog's fault of wait site `name` is injected (WatchSettings.inject):
-        Int32 1 in CTA `cta` where `here` holds, else 0; None (static) in every other build."""
-        if cutlass.const_expr(not guard.injects(name)):
-            return None
-        bidx, _, _ = cute.arch.block_idx()
-        return Int32((bidx == cta) & here)
-
-    @cute.jit
     def acquire_stage(self, guard, ab_pipeline, state, peek, tile, first):
         """Waits until stage `state` is empty, then (leader CTA) arms its full barrier with
         both CTAs' byte count. Returns whether to issue the stage's loads: always without the
@@ -1224,7 +1216,7 @@ class Sm100BlockScaledGroupedGemm:
             ok = guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
                             "sm100.tma.empty", tile, state.count, check_abort=True)
             tx = Int32(self.num_tma_load_bytes)
-            extra = self.fault(guard, "sm100.mma.full", first)
+            extra = injected_fault(guard, "sm100.mma.full", first)
             if cutlass.const_expr(extra is not None):
                 tx = tx + 16 * extra
             if (ok != 0) & ab_pipeline.is_leader_cta:
@@ -1390,7 +1382,7 @@ class Sm100BlockScaledGroupedGemm:
                         if is_leader_cta:
                             peek_full = ab_pipeline.consumer_try_wait(consumer_state)
             if is_leader_cta:
-                fault = self.fault(guard, "sm100.epilogue.acc_full", first_tile)
+                fault = injected_fault(guard, "sm100.epilogue.acc_full", first_tile)
                 if cutlass.const_expr(fault is None):
                     acc_pipeline.producer_commit(acc_state)
                 elif fault == 0:
@@ -1408,7 +1400,7 @@ class Sm100BlockScaledGroupedGemm:
                     acc_state.advance()
                 self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index), acc_state.phase,
                            "sm100.mma.tail", num_tiles, Int32(0))
-                fault = self.fault(guard, "sm100.teardown.mma_done", True)
+                fault = injected_fault(guard, "sm100.teardown.mma_done", True)
                 with cute.arch.elect_one():
                     if cutlass.const_expr(fault is None):
                         self.commit_to(acc_pipeline, mma_done_ptr)
@@ -1422,9 +1414,9 @@ class Sm100BlockScaledGroupedGemm:
         CTA (sm100.tma.empty) or its last (sm100.tma.tail); None in other builds."""
         fault = None
         if cutlass.const_expr(guard.injects("sm100.tma.empty")):
-            fault = self.fault(guard, "sm100.tma.empty", first_tile & (k == 0))
+            fault = injected_fault(guard, "sm100.tma.empty", first_tile & (k == 0))
         if cutlass.const_expr(guard.injects("sm100.tma.tail")):
-            fault = self.fault(guard, "sm100.tma.tail", last_tile & (k == k_tiles - 1))
+            fault = injected_fault(guard, "sm100.tma.tail", last_tile & (k == k_tiles - 1))
         return fault
 
     @cute.jit
@@ -1433,9 +1425,9 @@ class Sm100BlockScaledGroupedGemm:
         tile (sm100.mma.acc_empty) or its last (sm100.mma.tail); None in other builds."""
         fault = None
         if cutlass.const_expr(guard.injects("sm100.mma.acc_empty")):
-            fault = self.fault(guard, "sm100.mma.acc_empty", first_tile)
+            fault = injected_fault(guard, "sm100.mma.acc_empty", first_tile)
         if cutlass.const_expr(guard.injects("sm100.mma.tail")):
-            fault = self.fault(guard, "sm100.mma.tail", last_tile)
+            fault = injected_fault(guard, "sm100.mma.tail", last_tile)
         return fault
 
     def commit_to(self, acc_pipeline, mbar_ptr):
@@ -1612,7 +1604,7 @@ class Sm100BlockScaledGroupedGemm:
                 self.wait(guard, mma_done_ptr, Int32(0), "sm100.teardown.mma_done", num_tiles, Int32(0))
             if cutlass.const_expr(self.use_2cta):
                 # the pair's MMAs write both CTAs' TMEM: free only when the peer is done too
-                fault = self.fault(guard, "sm100.teardown.peer", True, cta=1)
+                fault = injected_fault(guard, "sm100.teardown.peer", True, cta=1)
                 if cutlass.const_expr(fault is None):
                     cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
                 elif fault == 0:

@@ -73,7 +73,14 @@ from .sm90_config import (
     sm90_token_split,
     sm90_weight_lane,
 )
-from .watchdog import BLOCK_BYTES, LaunchWatch, WaitGuard, WatchSettings, fake_watch_args
+from .watchdog import (
+    BLOCK_BYTES,
+    LaunchWatch,
+    WaitGuard,
+    WatchSettings,
+    fake_watch_args,
+    injected_fault,
+)
 
 
 def sw64(row, chunk):
@@ -503,16 +510,7 @@ class Sm90Fp4GroupedGemm:
             cute.arch.mbarrier_arrive(ab_pipeline.sync_object_empty.get_barrier(state.index))
 
     @cute.jit
-    def fault(self, guard, name: str, here):
-        """Where the watchdog's fault of wait site `name` is injected (WatchSettings.inject):
-        Int32 1 in CTA 0 where `here` holds, else 0; None (static) in every other build."""
-        if cutlass.const_expr(not guard.injects(name)):
-            return None
-        bidx, _, _ = cute.arch.block_idx()
-        return Int32((bidx == 0) & here)
-
-    @cute.jit
-    def release_fault(self, guard, tidx, u, kb, k_tiles, ends):
+    def release_fault(self, guard, u, kb, k_tiles, ends):
         """The injected fault of a consumer's release of K-tile kb of unit u (ends: the CTA's
         first and last unit): the consumers leave out their releases of the first one
         (sm90.producer.empty) or of the last one (sm90.producer.tail); None in other builds.
@@ -520,9 +518,9 @@ class Sm90Fp4GroupedGemm:
         control flow diverge, which is not what a hang is."""
         fault = None
         if cutlass.const_expr(guard.injects("sm90.producer.empty")):
-            fault = self.fault(guard, "sm90.producer.empty", (u == ends[0]) & (kb == 0))
+            fault = injected_fault(guard, "sm90.producer.empty", (u == ends[0]) & (kb == 0))
         if cutlass.const_expr(guard.injects("sm90.producer.tail")):
-            fault = self.fault(guard, "sm90.producer.tail", (u == ends[1]) & (kb == k_tiles - 1))
+            fault = injected_fault(guard, "sm90.producer.tail", (u == ends[1]) & (kb == k_tiles - 1))
         return fault
 
     @cute.jit
@@ -540,7 +538,7 @@ class Sm90Fp4GroupedGemm:
             ok = guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
                             "sm90.producer.empty", u, kb, check_abort=True)
             tx = Int32(self.tx_bytes)
-            extra = self.fault(guard, "sm90.consumer.full", first)
+            extra = injected_fault(guard, "sm90.consumer.full", first)
             if cutlass.const_expr(extra is not None):
                 tx = tx + 16 * extra
             if ok != 0:
@@ -700,19 +698,19 @@ class Sm90Fp4GroupedGemm:
         packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok, where, Int32(-1))
         self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
         self.publish_tokens(tok_pipeline, tok_w,
-                            self.fault(guard, "sm90.consumer.tokens", u == ends[0]))
+                            injected_fault(guard, "sm90.consumer.tokens", u == ends[0]))
         tok_w.advance()
         wm, sc = self.load_weights(storage, ahead, wgt)
-        self.release_stage(ab_pipeline, ahead, self.release_fault(guard, tidx, u, Int32(0), k_tiles, ends))
+        self.release_stage(ab_pipeline, ahead, self.release_fault(guard, u, Int32(0), k_tiles, ends))
         ahead.advance()
         for _kt in cutlass.range(k_tiles - 1, unroll=1):
             ahead, tok_w, tok_r, wm, sc = self.k_tile(
                 True, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
-                ahead, tok_w, tok_r, tok, wgt, wm, sc, where, _kt, tidx,
+                ahead, tok_w, tok_r, tok, wgt, wm, sc, where, _kt,
             )
         ahead, tok_w, tok_r, wm, sc = self.k_tile(
             False, tiled_mma, tCrT, tCrW, tCrW32, acc, storage, ab_pipeline, tok_pipeline,
-            ahead, tok_w, tok_r, tok, wgt, wm, sc, where, k_tiles - 1, tidx,
+            ahead, tok_w, tok_r, tok, wgt, wm, sc, where, k_tiles - 1,
         )
         cute.nvgpu.warpgroup.wait_group(0)
         last = u == ends[1]
@@ -720,7 +718,7 @@ class Sm90Fp4GroupedGemm:
             # split-K: both sides of a slot use the same thread -> accumulator map
             role = mUnits[5, u]
             if role == UNIT_PARTIAL:
-                self.store_partial(acc, split, mUnits[6, u], tidx, rows, self.fault(guard, "sm90.fixup.flag", True))
+                self.store_partial(acc, split, mUnits[6, u], tidx, rows, injected_fault(guard, "sm90.fixup.flag", True))
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
                                 tok_w, last, (split, mUnits[7, u], guard, u))
@@ -1008,7 +1006,7 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def k_tile(self, with_next: bool, tiled_mma, tCrT, tCrW, tCrW32, acc, storage,
-               ab_pipeline, tok_pipeline, ahead, tok_w, tok_r, tok, wgt, wm, sc, where, kt, tidx):
+               ab_pipeline, tok_pipeline, ahead, tok_w, tok_r, tok, wgt, wm, sc, where, kt):
         """One K-tile: wgmmas on the weights `wm`, `sc` (loaded a K-tile earlier) and ring
         buffer tok_r's tokens. With `with_next` (static: all but a tile's last K-tile) it
         also decodes stage ahead's tokens into ring buffer tok_w (after the groups of
@@ -1054,7 +1052,7 @@ class Sm90Fp4GroupedGemm:
                     if cutlass.const_expr(self.cfg.weights_early):
                         wm_next, sc_next = self.load_weights(storage, ahead, wgt)
                         self.release_stage(ab_pipeline, ahead,
-                                           self.release_fault(guard, tidx, u, kt + 1, k_tiles, ends))
+                                           self.release_fault(guard, u, kt + 1, k_tiles, ends))
                 # this thread's first word after the first group, its second (wpt 2) after
                 # the next word's first group;
                 # the fence and arrive one group after the last store (the stores have
@@ -1068,7 +1066,7 @@ class Sm90Fp4GroupedGemm:
                 if cutlass.const_expr(g == groups - 1 and not self.cfg.weights_early):
                     wm_next, sc_next = self.load_weights(storage, ahead, wgt)
                     self.release_stage(ab_pipeline, ahead,
-                                       self.release_fault(guard, tidx, u, kt + 1, k_tiles, ends))
+                                       self.release_fault(guard, u, kt + 1, k_tiles, ends))
         if cutlass.const_expr(with_next):
             tok_w.advance()
             ahead.advance()

@@ -485,6 +485,17 @@ def barrier_any(barrier_id: int, threads: int, value: Int32, *, loc=None, ip=Non
     )
 
 
+@cute.jit
+def injected_fault(guard, name: str, here, cta: int = 0):
+    """Where the fault of wait site `name` is built in (WatchSettings.inject): Int32 1 in CTA
+    `cta` where `here` holds, else 0; None (static) in every other build, which then has no
+    trace of it."""
+    if cutlass.const_expr(not guard.injects(name)):
+        return None
+    bidx, _, _ = cute.arch.block_idx()
+    return Int32((bidx == cta) & here)
+
+
 class WaitGuard:
     """The device side of the watchdog for one kernel, built in the kernel from the static
     WatchSettings, the CTA's block (BLOCK_BYTES of shared memory), the number of warps that

@@ -155,7 +155,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
     if not sep:
         raise ValueError("instrumenting submission.py: no k_tile; update tools/probes/sm90_trace.py")
     body, sep2, tail = rest.partition("    @cute.jit\n    def epilogue(")
-    body = _replace(body, "wgt, wm, sc, where, kt, tidx):", "wgt, wm, sc, where, kt, tidx, tr):")
+    body = _replace(body, "wgt, wm, sc, where, kt):", "wgt, wm, sc, where, kt, tr):")
     body = _insert_after(body, r"^\s+groups = 4 \* self\.blocks$", "kt_ = tok_r.count; trace_ev(tr, kt_, 0)")
     body = _insert_after(body, r"warpgroup\.wait_group\(depth\)$", "trace_ev(tr, kt_, 1 + 2 * g)")
     body = _insert_after(body, r'"sm90\.consumer\.tokens", u, kt\)$', "trace_ev(tr, kt_, 2 * groups + 1)",
@@ -163,7 +163,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
     body = _insert_after(body, r"warpgroup\.commit_group\(\)$", "trace_ev(tr, kt_, 2 + 2 * g)")
     body = _insert_after(body, r"= self\.token_chunks\(", "trace_ev(tr, kt_, 2 * groups + 2)")
     body = _insert_after(body, r"self\.publish_tokens\(tok_pipeline, tok_w\)$", "trace_ev(tr, kt_, 2 * groups + 3)")
-    body = _insert_after(body, r"self\.release_fault\(guard, tidx, u, kt \+ 1, k_tiles, ends\)\)$",
+    body = _insert_after(body, r"self\.release_fault\(guard, u, kt \+ 1, k_tiles, ends\)\)$",
                          "trace_ev(tr, kt_, 2 * groups + 4)", continued=True)
     # consume_tile (in head): the trace handle, tile points, and tr passed to k_tile
     head = _insert_after(head, r"^        packed, scales = self\.token_chunks\(storage, ab_pipeline, ahead, tok, where, Int32\(-1\)\)$",
@@ -174,7 +174,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
         "tr = (cute.make_tensor(split[1], cute.make_layout(1 << 26)), "
         "(bidx_ * (self.wgs * 4) + tidx // 32) * (TRACE_MAXK * TRACE_EV), "
         "tidx % 32 == 0 and bidx_ < TRACE_CTAS); trace_ev(tr, tok_r.count, 23)")
-    head = _insert_after(head, r"ahead, tok_w, tok_r, tok, wgt, wm, sc, where, .*, tidx,$", "tr,", count=2)
+    head = _insert_after(head, r"ahead, tok_w, tok_r, tok, wgt, wm, sc, where, [^,]+,$", "tr,", count=2)
     head = _insert_after(head, r"^\s+cute\.nvgpu\.warpgroup\.wait_group\(0\)$", "trace_ev(tr, tok_r.count - 1, 21)")
     head = _replace(head, "        return ahead, tok_w, tok_r\n",
                     "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
