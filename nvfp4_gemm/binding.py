@@ -109,8 +109,8 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
     owns the argument storage its C pointers point into. The first launch holds a lock, so
     two threads never bind twice. A launch that fails raises KernelLaunchError, with the
     CUDA error's code where it has one (cuda_error_code): any error of a launch after a
-    successful compile is the launch's, and one without a code leaves the context usable
-    unless its text says the device faulted.
+    successful compile is the launch's (the first or any later one), and one without a code
+    leaves the context usable unless its text says the device faulted.
     """
     lock = threading.Lock()
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -120,27 +120,36 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
             if state[0] is not first_launch:  # another thread bound it meanwhile
                 state[0]()
                 return
-            try:
-                if not hasattr(fn, "generate_execution_args"):
-                    fast = functools.partial(fn, *args)
-                    fast()
-                else:
-                    exe_args, keep_alive = fn.generate_execution_args(*args)
-                    fn.run_compiled_program(exe_args)
-                    fast = direct_launcher(fn, exe_args) or functools.partial(fn.run_compiled_program, exe_args)
-                    fast.keep = (exe_args, keep_alive, args)  # the C pointers point into these
-            except Exception as e:
-                code = cuda_error_code(e)
-                sticky = None if code is not None else is_fault_text(str(e))
-                raise KernelLaunchError(code, f"{name} ({type(e).__name__}: {one_line(e)})", sticky) from e
+            if not hasattr(fn, "generate_execution_args"):
+                fast = functools.partial(fn, *args)
+                fast()
+            else:
+                exe_args, keep_alive = fn.generate_execution_args(*args)
+                fn.run_compiled_program(exe_args)
+                fast = direct_launcher(fn, exe_args) or functools.partial(fn.run_compiled_program, exe_args)
+                fast.keep = (exe_args, keep_alive, args)  # the C pointers point into these
             state[0] = fast
 
     state = [first_launch]
 
     def launch() -> None:
-        state[0]()
+        try:
+            state[0]()
+        except KernelLaunchError:
+            raise
+        except Exception as e:  # the first launch's, or a later one's through the DSL
+            raise launch_error(e, name) from e
 
     return launch
+
+
+def launch_error(error: Exception, name: str) -> KernelLaunchError:
+    """A launch's exception as KernelLaunchError: its CUDA error number where it carries
+    one (cuda_error_code); without one it leaves the context usable unless its text says
+    the device faulted."""
+    code = cuda_error_code(error)
+    sticky = None if code is not None else is_fault_text(str(error))
+    return KernelLaunchError(code, f"{name} ({type(error).__name__}: {one_line(error)})", sticky)
 
 
 def direct_launcher(fn, exe_args) -> Callable[[], None] | None:

@@ -58,6 +58,14 @@ class LruCache:
     def pop(self, key) -> None:
         self._data.pop(key, None)
 
+    def drop_where(self, doomed: Callable[[Any, Any], bool]) -> None:
+        """Removes every entry whose (key, value) `doomed` accepts (a snapshot of the items
+        is walked: list() of them runs in C, with no Python between, so no other thread
+        changes them meanwhile)."""
+        for key, value in list(self._data.items()):
+            if doomed(key, value):
+                self._data.pop(key, None)
+
     def clear(self) -> None:
         self._data.clear()
         self.hits = self.misses = 0
@@ -110,6 +118,13 @@ class HashedLruCache(LruCache):
             self._data.pop(h, None)
             if item is self._latest:
                 self._latest = None
+
+    def drop_where(self, doomed: Callable[[Any, Any], bool]) -> None:
+        for h, item in list(self._data.items()):
+            if doomed(*item):
+                self._data.pop(h, None)
+                if item is self._latest:
+                    self._latest = None
 
     def clear(self) -> None:
         super().clear()

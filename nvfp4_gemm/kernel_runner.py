@@ -252,8 +252,11 @@ class GroupedGemmRunner:
     harness runs: an upload or descriptor build is ordered before the launches that read it
     without any event. CUDA graph capture is not supported (a capture needs another queue).
 
-    A launch error that leaves the CUDA context usable (KernelLaunchError, not sticky)
-    retires the config for the process, like a failed self-check; a sticky one propagates.
+    A launch error that leaves the CUDA context usable (KernelLaunchError, not sticky), on
+    any path, retires the config for the process, like a failed self-check or a set
+    watchdog record; a sticky one propagates. Retiring drops every cached way to launch the
+    config (_retire), so no fast path launches it again: the call goes to the slow path,
+    whose plan() declines the config and the caller falls back.
 
     Threads: the slow path (plan and run: the choice, compiles, schedules, tables and
     every cache put) holds the runner's lock, so two threads never build the same thing
@@ -287,6 +290,7 @@ class GroupedGemmRunner:
         # own latest item does; no input)
         self._last_hit: CallEntry | None = None
         self.rejected: dict = {}  # config -> why it is not used again (self-check, launch error)
+        self.launches = 0  # kernel launches issued on every path (what the GPU tests count per call)
         # the watchdog: how long a wait may last (0: kernels built without it), the fault to
         # build in (watch_settings), one error record per config, and the sizes of each
         # pointer table's launches by tag
@@ -331,11 +335,15 @@ class GroupedGemmRunner:
         table = entry.table
         if table.record.tripped:
             return self._retire_timed_out(table)
-        if self._other_device_current():
-            with torch.cuda.device(self.device_index):
+        self.launches += 1
+        try:
+            if self._other_device_current():
+                with torch.cuda.device(self.device_index):
+                    table.launch()
+            else:
                 table.launch()
-        else:
-            table.launch()
+        except KernelLaunchError as e:
+            return self._launch_failed(table.config, e)
         return list(entry.outputs)
 
     def _note_hit(self, entry: CallEntry, abc, sfr, sizes) -> None:
@@ -395,10 +403,15 @@ class GroupedGemmRunner:
             return LayoutMiss(fields)
         if table.record.tripped:
             return self._retire_timed_out(table)
-        if self._other_device_current():
-            with torch.cuda.device(self.device_index):
-                return self.run_same_layout(data)
-        table.launch()
+        self.launches += 1
+        try:
+            if self._other_device_current():
+                with torch.cuda.device(self.device_index):
+                    table.launch()
+            else:
+                table.launch()
+        except KernelLaunchError as e:
+            return self._launch_failed(table.config, e)
         return [abc[2] for abc in data[0]]
 
     def _other_device_current(self) -> bool:
@@ -460,6 +473,7 @@ class GroupedGemmRunner:
         if table.record.tripped:  # an earlier launch of this config gave up
             self._retire_timed_out(table)
             raise KernelLaunchError(None, f"{b.name} kernel {b.config_name(config)}", sticky=False)
+        self.launches += 1
         try:
             if check:
                 self._checked_launch(config, table)()
@@ -467,8 +481,7 @@ class GroupedGemmRunner:
                 table.launch()
         except KernelLaunchError as e:
             if not e.sticky:
-                self.rejected[config] = f"could not launch ({e})"
-                self.pointers.pop((config, sizes, ptrs))
+                self._retire(config, f"could not launch ({e})")
             raise
         outputs = [abc[2] for abc in data[0]]
         if check:
@@ -481,7 +494,7 @@ class GroupedGemmRunner:
                     c.copy_(e)
                 return outputs
             if wrong is not None:
-                self.rejected[config] = f"failed its self-check ({wrong})"
+                self._retire(config, f"failed its self-check ({wrong})")
                 warn_once(f"{b.name} kernel {config} failed its self-check on sizes {list(sizes)}: "
                           f"{wrong}; this config is not used again in this process")
                 for c, e in zip(outputs, exact):
@@ -536,9 +549,33 @@ class GroupedGemmRunner:
             return None
         timeout = table.record.read()
         sizes = self._tag_sizes.get(timeout.tag)
-        self.rejected[config] = timeout.describe()
+        self._retire(config, timeout.describe())
         warn_once(timeout.message(self.backend.config_name(config), sizes, self.backend.fallback))
         return None
+
+    def _launch_failed(self, config, error: KernelLaunchError) -> None:
+        """A fast path's launch failed: a sticky error propagates (the context is gone); any
+        other retires the config, as on the slow path, and returns None, so that the call
+        goes to the slow path, whose plan() then names the reason and falls back."""
+        if error.sticky:
+            raise error
+        self._retire(config, f"could not launch ({error})")
+        return None
+
+    def _retire(self, config, why: str) -> None:
+        """config is not launched again in this process: plan() declines it with `why`, and
+        every cached way to launch it (its pointer tables, the call and layout entries that
+        reach them, the repeated call) is dropped, so that no fast path finds it. A fast
+        path that fetched its entry before this ran may still launch it once."""
+        with self._lock:
+            self.rejected.setdefault(config, why)
+            self.pointers.drop_where(lambda key, table: table.config == config)
+            self.calls.drop_where(lambda key, entry: entry.table.config == config)
+            self.layouts.drop_where(lambda key, table_key: table_key[0] == config)
+            if self._repeat is not None and self._repeat.entry.table.config == config:
+                self._repeat = None
+            if self._last_hit is not None and self._last_hit.table.config == config:
+                self._last_hit = None
 
     def host_schedule(self, sizes, config) -> HostSchedule:
         b = self.backend

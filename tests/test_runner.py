@@ -51,6 +51,8 @@ class StubKernel:
         self.hang = None
         self.builds = []  # the WatchSettings of each compile
         self.launched_builds = []  # which compile (1, 2, ...) each launch ran
+        self.fail_from = None  # (launch number, CUDA error): that launch and later ones raise it
+        self.corrupt_sizes = None  # sizes list whose launches get `corrupt` (None: every launch)
 
     def backend(self):
         return KernelBackend(
@@ -82,6 +84,8 @@ class StubKernel:
             def launch():
                 self.launches += 1
                 self.launched_builds.append(build)
+                if self.fail_from is not None and self.launches >= self.fail_from[0]:
+                    raise binding.KernelLaunchError(self.fail_from[1], "stub")
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
                 if self.hang is not None and self.hang[0] == self.launches:
@@ -90,7 +94,7 @@ class StubKernel:
                         abc[2].fill_(float("nan"))
                     return
                 _EXACT(data, inputs.validate_inputs(data, _FIELDS(data)))
-                if self.corrupt is not None:
+                if self.corrupt is not None and self.corrupt_sizes in (None, sizes.tolist()):
                     g, row, col = self.corrupt
                     data[0][g][2][row, col, 0] += 1.0
 
@@ -625,6 +629,104 @@ def test_self_check_rejects_a_wrong_kernel_and_names_the_group(stub, monkeypatch
     assert len(stub.runner.calls) == 0 and ("cfg", 128, 128) in stub.runner.rejected
     for got in (out, again):
         assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def _alias(t):
+    """Another tensor object with t's storage, offset, shape and strides."""
+    return t.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def _same_memory(data):
+    """New tensor objects (and new lists) over data's memory: what the layout path serves."""
+    return ([tuple(_alias(t) for t in g) for g in data[0]], data[1],
+            [tuple(_alias(t) for t in g) for g in data[2]], [tuple(s) for s in data[3]])
+
+
+def _poisoned(data):
+    """data with every c filled with NaN: a call that does not compute leaves it so."""
+    for abc in data[0]:
+        abc[2].fill_(float("nan"))
+    return data
+
+
+@pytest.mark.parametrize("path", ["call", "repeat", "layout"])
+def test_a_config_retired_by_the_self_check_is_never_launched_from_a_cached_call(stub, monkeypatch, path):
+    """A call cached while its config was healthy (call cache, the back-to-back repeat, the
+    layout cache), then the config fails its self-check on other sizes: the cached call is
+    not launched again and returns the fallback's exact result."""
+    runs = _checking(stub, monkeypatch)
+    first = stub.register(_data(60))
+    sizes_other = [[64, 128, 256, 1], [129, 256, 512, 1]]
+    stub.corrupt, stub.corrupt_sizes = (0, 3, 5), sizes_other
+    for _ in range(3):  # checked once, then the call cache, then the repeat
+        dispatch.custom_kernel(first)
+    assert stub.launches == 3 and not stub.runner.rejected
+    assert stub.runner._repeat is not None  # the third call was the held repeat
+    common._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dispatch.custom_kernel(stub.register(_data(61, m=(64, 129))))
+        assert ("cfg", 128, 128) in stub.runner.rejected
+        launches = stub.launches
+        again = {"call": lambda: first, "repeat": lambda: first, "layout": lambda: _same_memory(first)}[path]()
+        if path == "call":
+            dispatch.custom_kernel(stub.register(_data(62)))  # another call in between: no repeat held
+        out = dispatch.custom_kernel(_poisoned(again))
+    assert stub.launches == launches, "a retired config was launched"
+    assert all(torch.equal(o, e) for o, e in zip(out, _expected(first)))
+    messages = [str(w.message) for w in caught]
+    assert any("failed its self-check" in m for m in messages), messages
+    assert runs.count(False) >= 1  # the exact path ran as the fallback
+
+
+@pytest.mark.parametrize("code", [1, 912])
+@pytest.mark.parametrize("path", ["call", "layout"])
+def test_a_launch_error_on_a_fast_path_retires_the_config_and_falls_back(stub, monkeypatch, code, path):
+    """A non-sticky launch error raised by a cached call's launch: the call returns the
+    fallback's exact result with one warning naming the error, and neither that call nor
+    any other launches the config again."""
+    data = stub.register(_data(63))
+    dispatch.custom_kernel(data)
+    stub.fail_from = (2, code)
+    again = data if path == "call" else _same_memory(data)
+    first, second, messages = _twice_with_warnings(_poisoned(again))
+    assert stub.launches == 2, "the config was launched after its launch failed"
+    assert ("cfg", 128, 128) in stub.runner.rejected
+    assert len(messages) == 1 and f"CUDA error {code}" in messages[0] and "could not launch" in messages[0]
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+    other = stub.register(_data(64, m=(17, 300)))
+    assert all(torch.equal(o, e) for o, e in zip(dispatch.custom_kernel(other), _expected(other)))
+    assert stub.launches == 2
+
+
+def test_a_sticky_launch_error_on_a_fast_path_propagates(stub):
+    data = stub.register(_data(65))
+    dispatch.custom_kernel(data)
+    stub.fail_from = (2, 700)
+    with pytest.raises(binding.KernelLaunchError, match="CUDA error 700"):
+        dispatch.custom_kernel(data)
+    assert not stub.runner.rejected
+
+
+def test_a_later_launch_error_through_the_dsl_is_a_launch_error():
+    """bind_launch wraps the errors of every launch, not only the first: a later launch's
+    exception (here the DSL's own class with CUDA error 1) becomes KernelLaunchError with
+    its number, so the fast paths can retire the config."""
+    cutlass = pytest.importorskip("cutlass")
+    del cutlass
+    calls = []
+
+    def kernel(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise _dsl_cuda_error(1)
+
+    launch = binding.bind_launch(kernel, (1,))
+    launch()
+    with pytest.raises(binding.KernelLaunchError) as raised:
+        launch()
+    assert raised.value.code == 1 and not raised.value.sticky
 
 
 def test_self_check_off_lets_a_wrong_kernel_through(stub, monkeypatch):
