@@ -1,6 +1,9 @@
 """custom_kernel on a real GPU against the exact reference (skips without CUDA).
 
-On sm_90 / sm_100 these also assert that the kernel path really ran (no silent fallback).
+On sm_90 / sm_100 every call must run the kernel: conftest's guard fails a test on any
+fallback warning, each call is asserted to issue exactly one kernel launch, and a GPU of
+those architectures that takes another path fails (conftest.required_path). On other GPUs
+the same calls check the torch path.
 """
 
 import dataclasses
@@ -11,7 +14,7 @@ import warnings
 import pytest
 import torch
 from cases import Case, sm90_made_fields, task_cases
-from conftest import requires_cuda, requires_sm100
+from conftest import kernel_launches, required_path, requires_cuda, requires_sm100
 
 import reference
 import submission
@@ -24,39 +27,36 @@ def _clone(data):
     return ([tuple(t.clone() for t in g) for g in data[0]], data[1], [tuple(t.clone() for t in g) for g in data[2]], list(data[3]))
 
 
+def _launching(call, launches: int = 1):
+    """call()'s result, asserting that it issued `launches` kernel launches where this GPU
+    has a kernel (required_path), none elsewhere."""
+    expected = launches if required_path() is not None else 0
+    before = kernel_launches()
+    out = call()
+    got = kernel_launches() - before
+    assert got == expected, f"{got} kernel launches where {expected} were expected (path {required_path()})"
+    return out
+
+
 def _check(case_args):
     data = reference.generate_input(**case_args)
     expected = reference.ref_kernel(_clone(data))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # a fallback warning fails the test
-        out = submission.custom_kernel(data)
+    out = _launching(lambda: submission.custom_kernel(data))
     torch.cuda.synchronize()
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
     return data, out
 
 
-def _kernel_path():
-    return submission.select_path(torch.device("cuda"))
-
-
-def _assert_kernel_ran():
-    if _kernel_path() in ("sm90", "sm100"):
-        assert submission._last_runner is not None, "the kernel path never ran"
-        assert len(submission._last_runner.compiled) >= 1
-
-
 @pytest.mark.parametrize("case", task_cases("tests"), ids=lambda c: c.id)
 def test_task_tests(case):
     _check(case.args())
-    _assert_kernel_ran()
 
 
 @pytest.mark.parametrize("case", task_cases("benchmarks"), ids=lambda c: c.id)
 def test_benchmark_shapes_15_seeds(case):
     for i in range(15):
         _check({**case.args(), "seed": case.seed + 42 * (i + 1)})
-    _assert_kernel_ran()
 
 
 EDGE = [
@@ -77,7 +77,6 @@ EDGE = [
 @pytest.mark.parametrize("case", EDGE, ids=lambda c: c.id)
 def test_edge_shapes(case):
     _check(case.args())
-    _assert_kernel_ran()
 
 
 def test_new_pointers_do_not_wait_for_queued_work():
@@ -89,7 +88,7 @@ def test_new_pointers_do_not_wait_for_queued_work():
     fresh = _clone(data)
     torch.cuda.synchronize()
     torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time
-    out = submission.custom_kernel(fresh)
+    out = _launching(lambda: submission.custom_kernel(fresh))
     done = torch.cuda.Event()
     done.record()  # behind the sleep and the call's kernels on the default queue
     still_running = not done.query()
@@ -97,7 +96,6 @@ def test_new_pointers_do_not_wait_for_queued_work():
     assert still_running, "custom_kernel waited for work queued before it"
     expected = reference.ref_kernel(_clone(data))
     assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(out, expected))
-    _assert_kernel_ran()
 
 
 def test_output_not_16_byte_aligned():
@@ -110,11 +108,10 @@ def test_output_not_16_byte_aligned():
     data = (abc, data[1], data[2], data[3])
     assert all(c.data_ptr() % 16 for _, _, c in abc)
     expected = reference.ref_kernel(_clone(data))
-    out = submission.custom_kernel(data)
+    out = _launching(lambda: submission.custom_kernel(data))
     torch.cuda.synchronize()
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
-    _assert_kernel_ran()
 
 
 def _run_small_grid(num_sms, backend, **config_changes):
@@ -128,37 +125,36 @@ def _run_small_grid(num_sms, backend, **config_changes):
     config = dataclasses.replace(config, **config_changes)
     assert not config_changes or submission.sm90_config_is_legal(config)
     out = runner.run(data, problem, config)
+    assert runner.launches == 1 and not runner.rejected
     torch.cuda.synchronize()
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
 
 
 @pytest.mark.parametrize("num_sms", [1, 3])
-def test_many_tiles_per_cta_both_phases(num_sms):
+def test_many_tiles_per_cta_both_phases(num_sms, kernel_path):
     """A tiny persistent grid: every CTA walks many tiles of every schedule phase (full
     tiles, then the narrow widths' tiles), so pipeline state must carry across tiles and
     phases. A kernel that loses it hangs or is wrong here, not on small task shapes."""
-    if _kernel_path() not in ("sm90", "sm100"):
-        pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
-    _run_small_grid(num_sms, submission._BACKENDS[_kernel_path()]())
+    _run_small_grid(num_sms, submission._BACKENDS[kernel_path]())
 
 
 @pytest.mark.parametrize("num_sms", [1, 3])
-def test_every_tile_width(num_sms):
+def test_every_tile_width(num_sms, kernel_path):
     """Hopper at every tile_n (128: one m64 wgmma block per consumer warpgroup; 192: three WGs of one; 256: two of two),
     on a tiny grid so that every CTA walks many tiles of both phases."""
-    if _kernel_path() != "sm90":
-        pytest.skip(f"Hopper-only config (path {_kernel_path()})")
+    if kernel_path != "sm90":
+        pytest.skip(f"Hopper-only config; this GPU runs the {kernel_path} kernel")
     for tile_n in submission.SM90_TILE_NS:
         _run_small_grid(num_sms, submission.sm90_backend(), **sm90_made_fields(submission, tile_n))
 
 
 @pytest.mark.parametrize("num_sms", [3, 7, 132])
-def test_k_range_every_tile_width(num_sms):
+def test_k_range_every_tile_width(num_sms, kernel_path):
     """Hopper with split-K pieces (k_range_units) at every tile_n: on 3 and 7 CTAs most
     CTAs hold a PARTIAL and a FIXUP of different tiles, on 132 most tiles are split."""
-    if _kernel_path() != "sm90":
-        pytest.skip(f"Hopper-only config (path {_kernel_path()})")
+    if kernel_path != "sm90":
+        pytest.skip(f"Hopper-only config; this GPU runs the {kernel_path} kernel")
     for tile_n in submission.SM90_TILE_NS:
         _run_small_grid(num_sms, submission.sm90_backend(), **sm90_made_fields(submission, tile_n, split_k=True))
 
@@ -169,12 +165,12 @@ def test_k_range_every_tile_width(num_sms):
      (192, (96, 64), True), (192, (64,), False)],
 )
 @pytest.mark.parametrize("num_sms", [3, 132])
-def test_token_width_phases(num_sms, tile_n, narrow, split_k):
+def test_token_width_phases(num_sms, tile_n, narrow, split_k, kernel_path):
     """Hopper with three token-width phases (split_tiles_by_width): groups whose last M
     tiles use 1 to 128 rows land in every phase, each multiplied at its own wgmma N with
     its own decode split; on 3 CTAs every CTA walks all three phases, whole or split."""
-    if _kernel_path() != "sm90":
-        pytest.skip(f"Hopper-only config (path {_kernel_path()})")
+    if kernel_path != "sm90":
+        pytest.skip(f"Hopper-only config; this GPU runs the {kernel_path} kernel")
     m = (30, 72, 96, 200, 129, 250, 64, 33)
     data = reference.generate_input(m=m, n=(512, 256, 384, 256, 512, 256, 128, 384),
                                     k=(512, 256, 768, 256, 512, 768, 256, 512), g=len(m), seed=17)
@@ -188,18 +184,17 @@ def test_token_width_phases(num_sms, tile_n, narrow, split_k):
         submission.build_tile_schedule(sizes, 128, tile_n), sizes, config.widths)
     assert all(counts), counts  # every phase has tiles
     out = runner.run(data, problem, config)
+    assert runner.launches == 1 and not runner.rejected
     torch.cuda.synchronize()
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g} (M = {m[g]})"
 
 
-def test_one_build_serves_every_group_count():
+def test_one_build_serves_every_group_count(kernel_path):
     """The group count is a launch argument, not compiled in: one runner and one config
     over problems of 1, 5, 16 and 2 groups (the descriptor-init grid and the GEMM's schedule
     prefetch follow it at run time), each correct, on one compiled build."""
-    if _kernel_path() not in ("sm90", "sm100"):
-        pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
-    backend = submission._BACKENDS[_kernel_path()]()
+    backend = submission._BACKENDS[kernel_path]()
     runner = submission.GroupedGemmRunner(backend, num_sms=torch.cuda.get_device_properties(0).multi_processor_count,
                                           device_index=torch.cuda.current_device())
     config = None
@@ -220,15 +215,15 @@ def test_one_build_serves_every_group_count():
         torch.cuda.synchronize()
         for i, (o, e) in enumerate(zip(out, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"G = {g}, group {i}"
-    assert len(runner.compiled) == 1
+    assert len(runner.compiled) == 1 and runner.launches == 4 and not runner.rejected
 
 
-def test_k_range_benchmark_shape_resets_its_flags():
+def test_k_range_benchmark_shape_resets_its_flags(kernel_path):
     """Shape 2 of task.yml split by K-range at both tile widths: correct, bitwise the same
     on a replay, and every arrival flag back at zero after each call (the FIXUPs reset
     them; a flag left set would let the next call read a stale partial)."""
-    if _kernel_path() != "sm90":
-        pytest.skip(f"Hopper-only config (path {_kernel_path()})")
+    if kernel_path != "sm90":
+        pytest.skip(f"Hopper-only config; this GPU runs the {kernel_path} kernel")
     data = reference.generate_input(m=(192, 320), n=(3072, 3072), k=(4096, 4096), g=2, seed=11)
     expected = reference.ref_kernel(_clone(data))
     problem = submission.validate_inputs(data)
@@ -243,15 +238,22 @@ def test_k_range_benchmark_shape_resets_its_flags():
             torch.cuda.synchronize()
             assert int(table.scratch.flags.abs().sum()) == 0, f"tile_n {tile_n}: flags left set"
             assert all(torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(first, again))
+        assert runner.launches == 4 and not runner.rejected
         for g, (o, e) in enumerate(zip(first, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"tile_n {tile_n}, group {g}"
 
 
 def test_bitwise_deterministic():
+    """Six calls on the same inputs give the same bits (poisoned between calls, so a call
+    that computed nothing would not), and match the reference."""
     data = reference.generate_input(m=(80, 176), n=(4096, 4096), k=(7168, 7168), g=2, seed=3)
-    first = [c.clone() for c in submission.custom_kernel(data)]
+    expected = reference.ref_kernel(_clone(data))
+    first = [c.clone() for c in _launching(lambda: submission.custom_kernel(data))]
+    assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(first, expected))
     for _ in range(5):
-        again = submission.custom_kernel(data)
+        for _, _, c in data[0]:
+            c.fill_(float("nan"))
+        again = _launching(lambda: submission.custom_kernel(data))
         assert all(torch.equal(x.view(torch.int16), y.view(torch.int16)) for x, y in zip(first, again))
 
 
@@ -263,19 +265,28 @@ def test_new_values_in_same_tensors():
         for g in range(2):
             for t, u in zip(data[part][g], other[part][g]):
                 t.copy_(u)
-    out = submission.custom_kernel(data)
+    out = _launching(lambda: submission.custom_kernel(data))
     expected = reference.ref_kernel(_clone(data))
     assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(out, expected))
 
 
 def test_reallocated_addresses_other_shapes():
+    """Inputs freed, then new inputs of other shapes at the addresses the caching allocator
+    hands back: no cached table of the old shapes may serve them (each is checked against
+    the reference), and the test asserts that addresses were in fact reused."""
     first = reference.generate_input(m=(128,), n=(256,), k=(512,), g=1, seed=31)
-    submission.custom_kernel(first)
+    _launching(lambda data=first: submission.custom_kernel(data))
     torch.cuda.synchronize()
+    freed = {t.data_ptr() for g in (*first[0], *first[2]) for t in g}
     del first
     gc.collect()
+    reused = set()
     for m, n, k in [(64, 256, 512), (200, 128, 256), (128, 512, 256)]:
-        _check({"m": (m,), "n": (n,), "k": (k,), "g": 1, "seed": m + n})
+        data, out = _check({"m": (m,), "n": (n,), "k": (k,), "g": 1, "seed": m + n})
+        reused |= freed & {t.data_ptr() for g in (*data[0], *data[2]) for t in g}
+        del data, out
+        gc.collect()
+    assert reused, "the allocator reused none of the freed addresses: the case tested nothing"
 
 
 DECODE_CASES = [
@@ -291,12 +302,11 @@ def test_decode_regime(args):
     (Where the tiles are far fewer than the SMs, Hopper's model prefers 128-token tiles
     split along K: a mix of K and N among 1-32 token groups goes there.)"""
     sizes = [(m, n, k, 1) for m, n, k in zip(args["m"], args["n"], args["k"])]
-    if _kernel_path() == "sm90":
+    if required_path() == "sm90":
         assert submission.choose_sm90_config(sizes, 132).tile_m == 32
-    elif _kernel_path() == "sm100":
+    elif required_path() == "sm100":
         assert submission.sm100_is_tiny(submission.choose_sm100_config(sizes))
     _check(args)
-    _assert_kernel_ran()
 
 
 @requires_sm100
@@ -307,12 +317,10 @@ def test_reference_agrees_with_cublas_fp4():
     assert all(verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [] for o, e in zip(ours, cublas))
 
 
-def test_self_check_passes_on_the_real_kernel():
+def test_self_check_passes_on_the_real_kernel(kernel_path):
     """The self-check on this GPU's kernel (forced on): the task's test shapes pass it, so
     it never retires a correct config (on a B200 it is on by default)."""
-    if _kernel_path() not in ("sm90", "sm100"):
-        pytest.skip(f"no CuTe DSL kernel on this GPU (path {_kernel_path()})")
-    runner = submission.GroupedGemmRunner(submission._BACKENDS[_kernel_path()](),
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[kernel_path](),
                                           torch.cuda.get_device_properties(0).multi_processor_count,
                                           self_check=True)
     for case in task_cases("tests"):
@@ -325,9 +333,10 @@ def test_self_check_passes_on_the_real_kernel():
         for g, (o, e) in enumerate(zip(out, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"{case.id} group {g}"
     assert not runner.rejected, runner.rejected
-    assert len(runner.checked) == len(task_cases("tests"))
+    assert len(runner.checked) == len(task_cases("tests")) == runner.launches
 
 
+@pytest.mark.fallback_expected
 def test_unaligned_weights_fall_back_without_a_fault():
     """b at a 4-byte offset: no TMA load can address it, so the call takes the fallback
     (one warning naming the group) instead of faulting in the kernel."""
@@ -341,21 +350,21 @@ def test_unaligned_weights_fall_back_without_a_fault():
     submission._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = submission.custom_kernel(data)
+        out = _launching(lambda: submission.custom_kernel(data), launches=0)
     torch.cuda.synchronize()
-    if _kernel_path() in ("sm90", "sm100"):
+    if required_path() is not None:
         assert any("group 1: b starts at 4 bytes" in str(w.message) for w in caught), [str(w.message) for w in caught]
     for g, (o, e) in enumerate(zip(out, expected)):
         assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
 
 
 @pytest.mark.parametrize("num_sms", [7, 11, 132])
-def test_balanced_units_every_phase_on_tiny_grids(num_sms, monkeypatch):
+def test_balanced_units_every_phase_on_tiny_grids(num_sms, monkeypatch, kernel_path):
     """balanced_units forced at both tile widths on grids where it splits (long K = 2048
     tiles against short ones): takers holding several PARTIALs before whole tiles, givers
     ending phases with a FIXUP. The chooser uses it only for one wave at tile_n 128."""
-    if _kernel_path() != "sm90":
-        pytest.skip(f"Hopper-only schedule (path {_kernel_path()})")
+    if kernel_path != "sm90":
+        pytest.skip(f"Hopper-only schedule; this GPU runs the {kernel_path} kernel")
 
     def balanced(sizes, cfg, grid):
         rows = submission.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
@@ -372,7 +381,9 @@ def test_balanced_units_every_phase_on_tiny_grids(num_sms, monkeypatch):
     for tile_n in (128, 256):
         cfg = submission.make_sm90_config(tile_n, split_k=True)
         splits += balanced([(a, b, c, 1) for a, b, c in zip(m, n, k)], cfg, num_sms).num_slots
-        out = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms).run(data, problem, cfg)
+        runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
+        out = runner.run(data, problem, cfg)
+        assert runner.launches == 1 and not runner.rejected
         torch.cuda.synchronize()
         for g, (o, e) in enumerate(zip(out, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"tile_n {tile_n} group {g}"

@@ -10,6 +10,7 @@ import pytest
 import torch
 from cases import Case as BaseCase
 from cases import task_cases
+from conftest import kernel_launches
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -97,10 +98,21 @@ def test_sm90_matches_exact_reference(case):
 
     assert submission.select_path(torch.device("cuda")) == "sm90"
     data = _make(case)
+    before = kernel_launches()
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback would not test the kernel
         submission.custom_kernel(data)
+    assert kernel_launches() == before + 1
     _check_outputs(data)
+
+
+def _ran_once(runner, data, problem, config):
+    """runner.run on data: one kernel launch more, the config kept, and the returned list the
+    call's own c tensors (what _check_outputs then reads)."""
+    before = runner.launches
+    out = runner.run(data, problem, config)
+    assert runner.launches == before + 1 and not runner.rejected, runner.rejected
+    assert len(out) == len(data[0]) and all(o is abc[2] for o, abc in zip(out, data[0]))
 
 
 def _check_outputs(data):
@@ -141,7 +153,7 @@ def test_decode_tile(num_sms):
     assert submission.sm90_config_is_legal(cfg) and cfg.tile_m == 32
     data = _make(TILE_M32)
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
+    _ran_once(runner, data, submission.validate_inputs(data), cfg)
     _check_outputs(data)
 
 
@@ -158,7 +170,7 @@ def test_tile_m_96_with_three_decoding_warpgroups(num_sms, split_k):
     assert submission.sm90_config_is_legal(cfg) and cfg.decoder_threads == 384
     data = _make(TILE_M96)
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
+    _ran_once(runner, data, submission.validate_inputs(data), cfg)
     _check_outputs(data)
 
 
@@ -177,7 +189,7 @@ def test_weights_early(kw, num_sms):
     assert submission.sm90_config_is_legal(cfg) and cfg.weights_early
     data = _make(TILE_M32 if cfg.tile_m == 32 else TILE_M96)
     runner = submission.GroupedGemmRunner(submission.sm90_backend(), num_sms=num_sms)
-    assert runner.run(data, submission.validate_inputs(data), cfg) is not None
+    _ran_once(runner, data, submission.validate_inputs(data), cfg)
     _check_outputs(data)
 
 
@@ -212,7 +224,7 @@ def test_members_of_a_size_class_share_the_plan_and_schedule(kw, num_sms):
         problem = submission.validate_inputs(data)
         config = forced if forced is not None else runner.plan(problem)[0]
         assert config is not None and submission.sm90_config_is_legal(config)
-        assert runner.run(data, problem, config) is not None
+        _ran_once(runner, data, problem, config)
         _check_outputs(data)
     assert len(runner.schedules) == 1 and len(runner.pointers) == 2
     assert runner.plans.hits == (1 if forced is None else 0)
