@@ -59,9 +59,22 @@ def test_a_renamed_or_upward_package_import_fails_the_build(package_copy):
         build.build(package_copy)
 
 
-def test_the_package_imports_as_itself():
-    """Each module imports alone (no cycle through the package's __init__)."""
-    import importlib
+IMPORT_EACH_FRESH = """
+import importlib, sys
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m == "nvfp4_gemm" or m.startswith("nvfp4_gemm.")]:
+        del sys.modules[loaded]
+    importlib.import_module("nvfp4_gemm." + name)
+    print("imported", name)
+"""
 
-    for name in build.MODULES:
-        importlib.import_module(f"nvfp4_gemm.{name}")
+
+def test_the_package_imports_as_itself():
+    """Each module imports first, into a process where no module of the package is loaded
+    (no cycle through the package's __init__ whichever module a user imports first)."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", IMPORT_EACH_FRESH, *build.MODULES], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == [w for name in build.MODULES for w in ("imported", name)]

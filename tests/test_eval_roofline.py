@@ -177,20 +177,21 @@ def test_report_case_without_work():
     assert report["summary"]["geomean_us"] == pytest.approx(8.0)
 
 
-def test_best_seconds_is_per_call_of_a_batch():
+def test_best_seconds_is_per_call_of_a_batch(monkeypatch):
     """The ceilings are timed as batches of calls back to back (GPU_CEILING_BATCH on a
     GPU), reported per call: a batch of 3 calls of 2 ms reads about 2 ms, not 6."""
-    import time
-
+    now = [0.0]  # a clock that only the calls move: 2 ms each (the second batch 3 ms each)
     calls = []
 
     def two_ms():
         calls.append(1)
-        time.sleep(0.002)
+        now[0] += 0.002 if len(calls) <= 4 else 0.003
 
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(harness.torch.cuda, "is_available", lambda: False)
     seconds = harness._best_seconds(two_ms, reps=2, batch=3)
     assert len(calls) == 1 + 2 * 3  # one warm-up, then 2 batches of 3
-    assert 0.0019 < seconds < 0.004
+    assert seconds == pytest.approx(0.002)  # per call, and the faster batch
     assert harness.GPU_CEILING_BATCH > 1
 
 

@@ -73,9 +73,19 @@ def test_spec_problem_names_field_and_group(spec, error):
 
 def test_legal_specs_build_inputs():
     """What spec_problem lets through, generate_input builds (empty groups included)."""
+    built = 0
     for _, spec, error in SPEC_CASES:
         if error is None:
-            harness.generate_input(**harness.parse_spec(spec))
+            args = harness.parse_spec(spec)
+            abc, sf, sfr, sizes = harness.generate_input(**args)
+            assert len(abc) == len(sf) == len(sfr) == len(sizes) == args["g"]
+            for (a, b, c), (m, n, k, l) in zip(abc, sizes):
+                assert l == 1
+                assert tuple(a.shape) == (m, k // 2, 1) and tuple(b.shape) == (n, k // 2, 1)
+                assert tuple(c.shape) == (m, n, 1)
+            assert [s[:3] for s in sizes] == list(zip(args["m"], args["n"], args["k"]))
+            built += 1
+    assert built >= 3
 
 
 def test_unparsable_spec_file_names_file_and_line(tmp_path):

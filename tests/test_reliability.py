@@ -13,14 +13,19 @@ from nvfp4_gemm import common, dispatch
 
 @pytest.fixture
 def stubbed_runner(monkeypatch):
+    """submission.py with the stubbed kernel (install_stub changes that module: its path
+    table, backends, runners and get_runner), every change undone after the test. Yields
+    a function giving the stub runner's launches so far."""
+    import submission
     from tools.probes.host_overhead import install_stub
 
-    monkeypatch.setattr(dispatch, "_BACKENDS", dict(dispatch._BACKENDS))
-    monkeypatch.setattr(dispatch, "_device_paths", {})
-    monkeypatch.setattr(dispatch, "_runners", {})
-    monkeypatch.setattr(dispatch, "_last_runner", None)
-    monkeypatch.setattr(dispatch, "get_runner", dispatch.get_runner)
-    install_stub()
+    monkeypatch.setattr(submission, "_BACKENDS", dict(submission._BACKENDS))
+    monkeypatch.setattr(submission, "_device_paths", {})
+    monkeypatch.setattr(submission, "_runners", {})
+    monkeypatch.setattr(submission, "_last_runner", None)
+    monkeypatch.setattr(submission, "get_runner", submission.get_runner)
+    install_stub(submission)
+    yield lambda: sum(runner.launches for runner in submission._runners.values())
 
 
 @pytest.mark.slow
@@ -42,6 +47,7 @@ def test_new_sizes_sequence_reports_the_collectors_share(stubbed_runner):
     from tools.probes.host_overhead import new_sizes_sequence
 
     r = new_sizes_sequence(20, n=256, k=512)
+    assert stubbed_runner() == 1 + 20
     assert 0 < r["median_us"] <= r["p99_us"] <= r["max_us"] and r["mean_us"] <= r["max_us"]
     assert r["gc"] and all(v["collections"] > 0 and v["ms"] >= 0 for v in r["gc"].values())
     assert set(r["gc"]) <= {"gen0", "gen1", "gen2"}
@@ -54,6 +60,7 @@ def test_new_sizes_sequence_at_decode_sizes(stubbed_runner):
 
     r = new_sizes_sequence(10, n=256, k=512, g=64, m_range=(1, 8))
     assert 0 < r["median_us"] <= r["p99_us"] <= r["max_us"]
+    assert stubbed_runner() == 1 + 10  # the set-up call and each timed one launched the kernel
 
 
 def test_import_without_the_dsl_and_compute_exactly():

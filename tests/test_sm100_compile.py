@@ -7,7 +7,7 @@ are paired, nothing spills to local memory, and the watchdog is whole: every mba
 bounded by the global timer, every give-up path on its way to tcgen05.dealloc (also in the
 builds with a fault injected at each wait site).
 
-DSL versions: the project venv (4.8.1) always; the leaderboard runner's 4.5.2 when
+DSL versions: 4.8.1 always (the running python where it has it, else the project venv's); the leaderboard runner's 4.5.2 when
 NVFP4_DSL452_PYTHON names its python.
 """
 
@@ -25,8 +25,21 @@ sys.path.insert(0, str(ROOT / "tests"))
 from nvfp4_gemm import sm100 as k  # noqa: E402
 from nvfp4_gemm.watchdog import WAIT_SITES  # noqa: E402
 
+
+def _dsl481_python() -> str:
+    """The running interpreter where it has the pinned DSL 4.8.x, else the project venv's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        if version("nvidia-cutlass-dsl").startswith("4.8."):
+            return sys.executable
+    except PackageNotFoundError:
+        pass
+    return str(ROOT / ".venv" / "bin" / "python")
+
+
 DSL_PYTHONS = {
-    "dsl481": str(ROOT / ".venv" / "bin" / "python"),
+    "dsl481": _dsl481_python(),
     "dsl452": os.environ.get("NVFP4_DSL452_PYTHON", ""),
 }
 # Configs of the benchmark table first; the other named variants are compiled too.

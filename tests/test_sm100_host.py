@@ -230,7 +230,11 @@ def test_tmem_columns():
 def test_config_is_hashable_and_named():
     names = {cfg.name for cfg in sm100.SM100_NAMED_CONFIGS.values()}
     assert len(names) == len(sm100.SM100_NAMED_CONFIGS)
-    assert hash(BASE) == hash(sm100.make_sm100_config(128, 128, False, 1))
+    same = replace(BASE)  # another object with BASE's fields
+    assert same is not BASE and same == BASE and hash(same) == hash(BASE) and {BASE: 1}[same] == 1
+    assert replace(BASE, tile_n=256) not in {BASE: 1}
+    # every named config is its own cache key
+    assert len({cfg: name for name, cfg in sm100.SM100_NAMED_CONFIGS.items()}) == len(sm100.SM100_NAMED_CONFIGS)
 
 
 def test_no_device_query_at_import():
@@ -269,14 +273,15 @@ def test_compile_cache_key_is_the_config(monkeypatch):
     runner = kernel_runner.GroupedGemmRunner(sm100.sm100_backend(), num_sms=148)
     cfg2 = sm100.make_sm100_config(128, 256, True, 2)
 
-    def get(cfg):
-        return runner.compiled.get_or_create(cfg, lambda: sm100.compile_sm100(cfg))
+    def get(cfg, checked=False):  # what the runner builds for cfg's launches (or self-checked ones)
+        return runner.build(cfg, runner.watch_settings(cfg, checked))
 
     a = get(BASE)
-    assert get(BASE) is a
+    assert get(replace(BASE)) is a  # an equal config, another object
     b = get(cfg2)
     assert a is not b and len(runner.compiled) == 2
     assert len(calls) == 4  # init + GEMM per entry
+    assert get(BASE, checked=True) is not a and len(runner.compiled) == 3  # the watchdog's build
 
 
 def _blocked_scale_offset(r: int, j: int, rest_k: int) -> int:

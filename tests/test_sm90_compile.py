@@ -94,8 +94,9 @@ def _k_loops(tmp_path, cfg, watchdog: bool) -> list[int]:
     _compile_and_dump(tmp_path, cfg, watchdog)
     cubin = [p for p in glob.glob(str(tmp_path / "*.cubin")) if "__call__" in p][0]
     sass = sm90_sass.cubin_sass(cuobjdump, cubin)
-    if "HGMMA" not in sass:
+    if not re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", sass):
         pytest.skip("cuobjdump gave no SASS (nvdisasm missing? pip install nvidia-cuda-nvdisasm)")
+    assert "HGMMA" in sass, "the kernel's SASS has no HGMMA: its wgmmas are gone"
     groups = 8 * S.make_sm90_config(**cfg).blocks  # wgmmas per K-tile: 4 groups of 2 per m64 block
     k_loops = [sum(sm90_sass.fast_path(sass, lo, hi).values())
                for lo, hi, ops in sm90_sass.wgmma_loops(sass) if ops["HGMMA"] == groups]
@@ -130,7 +131,13 @@ def test_sm90_registers(tmp_path):
         capture_output=True, text=True, check=True,
     ).stderr
     print(out)
-    assert "Used" in out and "registers" in out
+    # the GEMM's entry (the descriptor-init kernel is another file): registers within what
+    # a block of its threads is allotted, and no spills
+    used = re.search(r"Compiling entry function '\w*Sm90Fp4GroupedGemm\w*'.*?Used (\d+) registers", out, re.S)
+    assert used, out
+    cfg = S.make_sm90_config()
+    assert int(used.group(1)) <= S.sm90_launch_registers(cfg.threads), (used.group(1), cfg.threads)
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", out), out
 
 
 @pytest.mark.slow
@@ -157,13 +164,14 @@ def test_compile_cache_one_entry_per_config(monkeypatch):
     monkeypatch.setattr(S.cute, "compile", lambda fn, *a, **k: calls.append(fn) or object())
     runner = S.GroupedGemmRunner(S.sm90_backend(), num_sms=132)
 
-    def get(cfg):
-        return runner.compiled.get_or_create(cfg, lambda: S.compile_sm90(cfg))
+    def get(cfg, checked=False):  # what the runner builds for cfg's launches (or self-checked ones)
+        return runner.build(cfg, runner.watch_settings(cfg, checked))
 
     a = get(S.Sm90Config())
-    assert get(S.Sm90Config()) is a
+    assert get(S.Sm90Config()) is a  # an equal config, another object
     get(S.make_sm90_config(256))
     assert len(runner.compiled) == 2 and len(calls) == 4  # init + GEMM per entry
+    assert get(S.Sm90Config(), checked=True) is not a and len(runner.compiled) == 3  # the watchdog's build
 
 
 def test_host_functions_and_legality():
