@@ -131,6 +131,18 @@ def _run_kernel_path(data, problem: GroupedProblem, path: str, miss: LayoutMiss 
     return out
 
 
+def scaled_mm_args(a, b, sfa, sfb) -> tuple[torch.Tensor, ...]:
+    """torch._scaled_mm's operands for one group: A [M, K/2] FP4 pairs, row-major; B as
+    [K/2, N], column-major (b's rows are its columns); each scale tensor flat in cuBLAS's
+    blocked layout, which is the reordered tensor's storage order (32, 4, rest, 4, rest_k)
+    read as (rest, rest_k, 32, 4, 4): 512-byte atoms of 128 rows x 4 scales, atom (i, j) at
+    (i * rest_k + j) * 512, row r of it at (r % 32) * 16 + (r // 32) * 4."""
+    return (a[:, :, 0].view(torch.float4_e2m1fn_x2),
+            b[:, :, 0].transpose(0, 1).view(torch.float4_e2m1fn_x2),
+            sfa.permute(5, 2, 4, 0, 1, 3).reshape(-1),
+            sfb.permute(5, 2, 4, 0, 1, 3).reshape(-1))
+
+
 def run_scaled_mm(data, problem: GroupedProblem) -> list[torch.Tensor]:
     """cuBLAS FP4 GEMM per group through torch._scaled_mm (Blackwell only). Reads the
     blocked scales in place (the reordered tensors' storage is cuBLAS's layout); caches
@@ -139,14 +151,7 @@ def run_scaled_mm(data, problem: GroupedProblem) -> list[torch.Tensor]:
     for (a, b, c), (sfa, sfb), (m, n, _, _) in zip(abc_tensors, sf_reordered, problem.sizes):
         if m == 0 or n == 0:
             continue
-        c[:, :, 0] = torch._scaled_mm(
-            a[:, :, 0].view(torch.float4_e2m1fn_x2),
-            b[:, :, 0].transpose(0, 1).view(torch.float4_e2m1fn_x2),
-            sfa.permute(5, 2, 4, 0, 1, 3).reshape(-1),
-            sfb.permute(5, 2, 4, 0, 1, 3).reshape(-1),
-            bias=None,
-            out_dtype=torch.float16,
-        )
+        c[:, :, 0] = torch._scaled_mm(*scaled_mm_args(a, b, sfa, sfb), bias=None, out_dtype=torch.float16)
     return [abc[2] for abc in abc_tensors]
 
 

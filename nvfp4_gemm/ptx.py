@@ -107,6 +107,32 @@ def scale_single(word: Uint32, selector, *, loc=None, ip=None) -> Uint32:
     )
 
 
+# decode_e2m1_word's instructions ($4 the word, $5 the scale pair, $0-$3 the outputs); the
+# CPU test runs this very text through a model of each instruction (test_sm90_host.py)
+DECODE_E2M1_ASM = (
+    "{\n.reg .b32 e, o, t, u;\n.reg .b16 el, eh, ol, oh;\n"
+    "shl.b32 t, $4, 2;\n"
+    "shl.b32 u, $4, 4;\n"
+    "and.b32 t, t, 0x1C1C1C1C;\n"
+    "and.b32 u, u, 0x80808080;\n"
+    "or.b32 e, t, u;\n"
+    "shr.b32 t, $4, 2;\n"
+    "and.b32 t, t, 0x1C1C1C1C;\n"
+    "and.b32 u, $4, 0x80808080;\n"
+    "or.b32 o, t, u;\n"
+    "mov.b32 {el, eh}, e;\n"
+    "mov.b32 {ol, oh}, o;\n"
+    "cvt.rn.f16x2.e4m3x2 $0, el;\n"
+    "cvt.rn.f16x2.e4m3x2 $1, eh;\n"
+    "cvt.rn.f16x2.e4m3x2 $2, ol;\n"
+    "cvt.rn.f16x2.e4m3x2 $3, oh;\n"
+    "mul.rn.f16x2 $0, $0, $5;\n"
+    "mul.rn.f16x2 $1, $1, $5;\n"
+    "mul.rn.f16x2 $2, $2, $5;\n"
+    "mul.rn.f16x2 $3, $3, $5;\n}"
+)
+
+
 @dsl_user_op
 def decode_e2m1_word(word: Uint32, scale2: Uint32, *, loc=None, ip=None):
     """8 E2M1 nibbles -> 4 f16x2 of value * scale * 2^-6, exactly.
@@ -120,26 +146,7 @@ def decode_e2m1_word(word: Uint32, scale2: Uint32, *, loc=None, ip=None):
     Outputs: nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
     return _asm_values(
         4, [_v(Uint32(word), loc, ip), _v(Uint32(scale2), loc, ip)],
-        "{\n.reg .b32 e, o, t, u;\n.reg .b16 el, eh, ol, oh;\n"
-        "shl.b32 t, $4, 2;\n"
-        "shl.b32 u, $4, 4;\n"
-        "and.b32 t, t, 0x1C1C1C1C;\n"
-        "and.b32 u, u, 0x80808080;\n"
-        "or.b32 e, t, u;\n"
-        "shr.b32 t, $4, 2;\n"
-        "and.b32 t, t, 0x1C1C1C1C;\n"
-        "and.b32 u, $4, 0x80808080;\n"
-        "or.b32 o, t, u;\n"
-        "mov.b32 {el, eh}, e;\n"
-        "mov.b32 {ol, oh}, o;\n"
-        "cvt.rn.f16x2.e4m3x2 $0, el;\n"
-        "cvt.rn.f16x2.e4m3x2 $1, eh;\n"
-        "cvt.rn.f16x2.e4m3x2 $2, ol;\n"
-        "cvt.rn.f16x2.e4m3x2 $3, oh;\n"
-        "mul.rn.f16x2 $0, $0, $5;\n"
-        "mul.rn.f16x2 $1, $1, $5;\n"
-        "mul.rn.f16x2 $2, $2, $5;\n"
-        "mul.rn.f16x2 $3, $3, $5;\n}",
+        DECODE_E2M1_ASM,
         "=r,=r,=r,=r,r,r", False, loc, ip,
     )
 

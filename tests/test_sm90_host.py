@@ -23,19 +23,81 @@ def e4m3_bytes_to_f16(b: torch.Tensor) -> torch.Tensor:
     return b.to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float16)
 
 
-def decode_word(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """decode_e2m1_word's arithmetic on int64 tensors of 32-bit words: returns (..., 4, 2)
-    fp16, outputs t = 0..3 holding nibbles (0, 2), (4, 6), (1, 3), (5, 7)."""
+def _f16x2(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """Two fp16 tensors packed as 32-bit words (int64), lo in the low half."""
+    bits = [x.to(torch.float16).view(torch.int16).to(torch.int64) & 0xFFFF for x in (lo, hi)]
+    return bits[0] | (bits[1] << 16)
+
+
+def _halves(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 32-bit word's fp16 halves (low, high)."""
+    return tuple(((w >> s) & 0xFFFF).to(torch.int32).to(torch.int16).view(torch.float16) for s in (0, 16))
+
+
+BIT_OPS = {"shl.b32": lambda a, b: a << b, "shr.b32": lambda a, b: (a & 0xFFFFFFFF) >> b,
+           "and.b32": lambda a, b: a & b, "or.b32": lambda a, b: a | b}
+
+
+def run_ptx(asm: str, operands: dict) -> dict:
+    """Runs inline PTX text (one instruction per line) on int64 tensors of 32-bit words, for
+    the instructions the FP4 decode uses, each modelled from the PTX ISA: shl / shr / and /
+    or .b32, mov.b32 of a {lo, hi} pair, cvt.rn.f16x2.e4m3x2 (the low byte into the low
+    half), mul.rn.f16x2. `operands`: $N -> tensor; returns every register and operand."""
+    regs = dict(operands)
     m32 = 0xFFFFFFFF
-    even = (((w << 2) & 0x1C1C1C1C) | ((w << 4) & 0x80808080)) & m32
-    odd = (((w >> 2) & 0x1C1C1C1C) | (w & 0x80808080)) & m32
-    halves = []
-    for e in (even, odd):
-        byte = torch.stack([(e >> (8 * j)) & 0xFF for j in range(4)], -1)
-        halves.append(e4m3_bytes_to_f16(byte))
-    # cvt of the low / high 16 bits -> (byte0, byte1), (byte2, byte3)
-    out = torch.stack([halves[0][..., 0:2], halves[0][..., 2:4], halves[1][..., 0:2], halves[1][..., 2:4]], -2)
-    return out * scale[..., None, None]  # mul.rn.f16x2 by (s, s)
+
+    def val(x):
+        return int(x, 0) if x[0].isdigit() else regs[x]
+
+    for line in asm.replace("{", "\n").replace("}", "\n").splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line.startswith(".reg"):
+            continue
+        op, _, rest = line.partition(" ")
+        args = [a.strip() for a in rest.split(",")]
+        if op in ("shl.b32", "shr.b32", "and.b32", "or.b32"):
+            d, a, b = args
+            a, b = val(a), val(b)
+            regs[d] = BIT_OPS[op](a, b) & m32
+        elif op == "cvt.rn.f16x2.e4m3x2":
+            d, a = args
+            v = val(a)
+            regs[d] = _f16x2(e4m3_bytes_to_f16(v & 0xFF), e4m3_bytes_to_f16((v >> 8) & 0xFF))
+        elif op == "mul.rn.f16x2":
+            d, a, b = args
+            (alo, ahi), (blo, bhi) = _halves(val(a)), _halves(val(b))
+            regs[d] = _f16x2(alo * blo, ahi * bhi)  # fp16 * fp16, rounded to nearest even
+        else:
+            raise AssertionError(f"no model of {op!r}: extend run_ptx before changing the decode")
+    return regs
+
+
+def _run_decode_asm(asm: str, w: torch.Tensor, scale: torch.Tensor) -> dict:
+    """run_ptx on text whose `mov.b32 {lo, hi}, r` pairs are first spelled as two moves."""
+    import re
+
+    asm = re.sub(r"mov\.b32 \{(\w+), (\w+)\}, (\w+);",
+                 r"and.b32 \1, \3, 0xFFFF;\nshr.b32 \2, \3, 16;", asm)
+    return run_ptx(asm, {"$4": w, "$5": _f16x2(scale, scale)})
+
+
+def decode_word(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """decode_e2m1_word's own PTX text (ptx.DECODE_E2M1_ASM) run on int64 tensors of 32-bit
+    words: returns (..., 4, 2) fp16, outputs t = 0..3 holding nibbles (0, 2), (4, 6), (1, 3),
+    (5, 7)."""
+    regs = _run_decode_asm(ptx.DECODE_E2M1_ASM, w, scale)
+    return torch.stack([torch.stack(_halves(regs[f"${t}"]), -1) for t in range(4)], -2)
+
+
+def test_the_ptx_model_catches_a_changed_decode():
+    """The model runs the helper's text, so an edit of it changes what the test sees: a
+    mask off by one bit gives other values."""
+    w = torch.tensor([0x76543210, 0x89ABCDEF], dtype=torch.int64)
+    scale = torch.tensor([1.0, 1.0], dtype=torch.float16)
+    good = decode_word(w, scale)
+    regs = _run_decode_asm(ptx.DECODE_E2M1_ASM.replace("0x1C1C1C1C", "0x1E1E1E1E", 1), w, scale)
+    bad = torch.stack([torch.stack(_halves(regs[f"${t}"]), -1) for t in range(4)], -2)
+    assert not torch.equal(good, bad)
 
 
 def test_decode_is_exact_for_every_code_pair_and_scale():

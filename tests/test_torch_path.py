@@ -280,3 +280,60 @@ def test_fp16_path_on_the_cpu_never_asks_for_the_decoder(monkeypatch):
     monkeypatch.setattr(torch_paths, "fp4_decoder", lambda device: pytest.fail("decoder asked for on the CPU"))
     data = reference.generate_input(m=(64,), n=(128,), k=(256,), g=1, seed=2)
     _fp16_path(data)
+
+
+E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def _cublas_blocked_scale(flat: torch.Tensor, rows: int, k: int) -> torch.Tensor:
+    """What cuBLAS's block-scaled FP4 GEMM reads as the scale of (row, 16-value block) from a
+    flat scale operand in its blocked layout (NVIDIA's cuBLAS docs, "1D Block Scaling Factors
+    Layout"): 512-byte atoms of 128 rows x 4 blocks, atom (i, j) at (i * ceil(K/64) + j) *
+    512, row r and block c of an atom at (r % 32) * 16 + (r % 128 // 32) * 4 + c."""
+    rest_k = -(-k // 64)
+    r = torch.arange(rows)[:, None]
+    kb = torch.arange(k // 16)[None, :]
+    offset = ((r // 128) * rest_k + kb // 4) * 512 + (r % 32) * 16 + (r % 128 // 32) * 4 + kb % 4
+    return flat.view(torch.uint8)[offset].view(torch.float8_e4m3fn).float()
+
+
+def _cublas_fp4_gemm(mat1, mat2, scale_a, scale_b) -> torch.Tensor:
+    """An exact emulation of torch._scaled_mm's FP4 GEMM on cuBLAS, from its arguments as
+    cuBLAS reads them: mat1 [M, K/2] row-major and mat2 [K/2, N] column-major, two E2M1
+    values per byte, the lower K in the low nibble; one E4M3 scale per 16 K values in the
+    blocked layout; products summed exactly (float64), rounded once to fp16."""
+    lut = torch.tensor(E2M1_VALUES, dtype=torch.float64)
+    assert mat1.dtype == mat2.dtype == torch.float4_e2m1fn_x2
+    assert mat1.stride(1) == 1 and mat2.stride(0) == 1, "mat1 must be row-major and mat2 column-major"
+    m, k = mat1.shape[0], 2 * mat1.shape[1]
+    n = mat2.shape[1]
+    assert scale_a.dim() == scale_b.dim() == 1
+
+    def decode(packed):  # [rows, K/2] bytes -> [rows, K] values
+        u = packed.view(torch.uint8).long()
+        return torch.stack((lut[u & 15], lut[u >> 4]), -1).flatten(-2)
+
+    a = decode(mat1) * _cublas_blocked_scale(scale_a, m, k).double().repeat_interleave(16, 1)
+    b = decode(mat2.t()) * _cublas_blocked_scale(scale_b, n, k).double().repeat_interleave(16, 1)
+    return (a @ b.t()).to(torch.float16)
+
+
+@pytest.mark.parametrize("m, n, k", [(96, 128, 256), (129, 384, 512), (1, 200, 1536), (300, 136, 768)])
+def test_scaled_mm_arguments_compute_the_task_as_cublas_reads_them(m, n, k):
+    """run_scaled_mm's operands (scaled_mm_args), read the way cuBLAS's block-scaled FP4 GEMM
+    reads them, give the task's result: row and column order, nibble order, and every scale
+    at its place in the blocked layout (a wrong permute scatters them), at sizes with partial
+    scale atoms along M, N and K."""
+    data = reference.generate_input(m=(m,), n=(n,), k=(k,), g=1, seed=m + n + k)
+    (a, b, c), (sfa, sfb) = data[0][0], data[2][0]
+    args = dispatch.scaled_mm_args(a, b, sfa, sfb)
+    assert args[2].numel() == -(-m // 128) * 128 * -(-k // 64) * 4  # whole atoms
+    assert args[3].numel() == -(-n // 128) * 128 * -(-k // 64) * 4
+    got = _cublas_fp4_gemm(*args)
+    want = reference.ref_kernel(([(a, b, c.clone())], data[1], data[2], data[3]))[0][:, :, 0]
+    assert torch.allclose(got.float(), want.float(), rtol=1e-3, atol=1e-3)
+    # the emulation is sharp: scales of a permute that swaps the 32- and 4-row axes differ
+    wrong = sfa.permute(5, 2, 4, 1, 0, 3).reshape(-1)
+    if m > 32:
+        assert not torch.allclose(_cublas_fp4_gemm(args[0], args[1], wrong, args[3]).float(), want.float(),
+                                  rtol=1e-3, atol=1e-3)
