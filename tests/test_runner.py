@@ -85,7 +85,7 @@ class StubKernel:
                 self.launches += 1
                 self.launched_builds.append(build)
                 if self.fail_from is not None and self.launches >= self.fail_from[0]:
-                    raise binding.KernelLaunchError(self.fail_from[1], "stub")
+                    _raise_as_the_dsl(self.fail_from[1])
                 assert bool((tensormaps == 7).all())
                 data = self.data_by_ptrs[tuple(map(tuple, ptrs.tolist()))]
                 if self.hang is not None and self.hang[0] == self.launches:
@@ -101,6 +101,16 @@ class StubKernel:
             return launch
 
         return CompiledKernels(init, prepare)
+
+
+def _raise_as_the_dsl(code: int) -> None:
+    """A launch failing with CUDA error `code` as the CuTe DSL reports it: its own exception
+    class (DSLCudaRuntimeError, as its launch path builds it), converted by bind_launch as a
+    real launch's error is."""
+    def kernel():
+        raise _dsl_cuda_error(code)
+
+    binding.bind_launch(kernel, ())()
 
 
 def write_record_as_the_kernel(watch, site, stage=3, tile=0, kblock=0, phase=1, cta=5, waited_ns=2_000_000_000):
@@ -963,7 +973,7 @@ def test_a_launch_error_without_a_number_is_the_launchs(text, sticky):
 
 
 def _launch_failing_with(stub, monkeypatch, code):
-    """The stub's launches raise KernelLaunchError(code) from the table's launcher."""
+    """The stub's launches fail with CUDA error `code`, raised as the DSL raises it."""
     compile_stub = stub.runner.backend.compile
 
     def compile_failing(config, watch=None):
@@ -974,7 +984,7 @@ def _launch_failing_with(stub, monkeypatch, code):
 
             def launch():
                 stub.launches += 1
-                raise binding.KernelLaunchError(code, "stub")
+                _raise_as_the_dsl(code)
 
             return launch
 
