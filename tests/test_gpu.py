@@ -53,6 +53,18 @@ def test_task_tests(case):
     _check(case.args())
 
 
+@pytest.mark.parametrize("case", task_cases("tests"), ids=lambda c: c.id)
+def test_hopper_kernel_is_bit_identical_to_the_reference_on_the_task_tests(case, kernel_path):
+    """What docs/verification.md states of the Hopper kernel on task.yml's tests: its C equals
+    the reference's bit for bit, not only within the tolerance."""
+    if kernel_path != "sm90":
+        pytest.skip(f"the claim is the Hopper kernel's; this GPU runs the {kernel_path} kernel")
+    data, out = _check(case.args())
+    expected = reference.ref_kernel(_clone(data))
+    for g, (o, e) in enumerate(zip(out, expected)):
+        assert torch.equal(o.view(torch.int16), e.view(torch.int16)), f"group {g}"
+
+
 @pytest.mark.parametrize("case", task_cases("benchmarks"), ids=lambda c: c.id)
 def test_benchmark_shapes_15_seeds(case):
     for i in range(15):
