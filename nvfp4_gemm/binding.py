@@ -123,10 +123,14 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
             if not hasattr(fn, "generate_execution_args"):
                 fast = functools.partial(fn, *args)
                 fast()
+                fast.how = "call"
             else:
                 exe_args, keep_alive = fn.generate_execution_args(*args)
                 fn.run_compiled_program(exe_args)
-                fast = direct_launcher(fn, exe_args) or functools.partial(fn.run_compiled_program, exe_args)
+                fast = direct_launcher(fn, exe_args)
+                if fast is None:
+                    fast = functools.partial(fn.run_compiled_program, exe_args)
+                    fast.how = "dsl"
                 fast.keep = (exe_args, keep_alive, args)  # the C pointers point into these
             state[0] = fast
 
@@ -140,6 +144,10 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
         except Exception as e:  # the first launch's, or a later one's through the DSL
             raise launch_error(e, name) from e
 
+    # how later launches run, once bound: "direct" (direct_launcher), "dsl" (the DSL's
+    # run_compiled_program: this DSL's executor is laid out otherwise), "call" (a plain
+    # callable), or "unbound" before the first launch
+    launch.how = lambda: getattr(state[0], "how", "unbound")
     return launch
 
 
@@ -168,11 +176,12 @@ def direct_launcher(fn, exe_args) -> Callable[[], None] | None:
     own = (ctypes.c_void_p * len(packed))(*packed)
 
     if result is None:
-        return functools.partial(capi, own)
+        launch = functools.partial(capi, own)
+    else:
+        def launch() -> None:
+            capi(own)
+            if result.value:
+                raise KernelLaunchError(result.value, getattr(fn, "__name__", type(fn).__name__))
 
-    def launch() -> None:
-        capi(own)
-        if result.value:
-            raise KernelLaunchError(result.value, getattr(fn, "__name__", type(fn).__name__))
-
+    launch.how = "direct"
     return launch

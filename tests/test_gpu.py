@@ -255,6 +255,35 @@ def test_k_range_benchmark_shape_resets_its_flags(kernel_path):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"tile_n {tile_n}, group {g}"
 
 
+def test_later_launches_take_the_executors_entry_point(kernel_path):
+    """bind_launch's first launch goes through the DSL's own run_compiled_program; later ones
+    call the DSL executor's C entry point with arguments packed once (direct_launcher). Under
+    the DSL installed here later launches must take that direct path (not silently the
+    DSL's slower one), and compute bit for bit what the first launch computed."""
+    import cutlass
+
+    data = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=71)
+    expected = reference.ref_kernel(_clone(data))
+    problem = submission.validate_inputs(data)
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[kernel_path](),
+                                          torch.cuda.get_device_properties(0).multi_processor_count,
+                                          self_check=False, device_index=torch.cuda.current_device())
+    config, reason = runner.plan(problem)
+    assert config is not None, reason
+    first = [c.clone() for c in runner.run(data, problem, config)]  # the DSL's launch path
+    table = next(iter(runner.pointers._data.values()))
+    how = table.launch.how()
+    assert how == "direct", f"nvidia-cutlass-dsl {cutlass.__version__}: later launches take the {how} path"
+    for _, _, c in data[0]:
+        c.fill_(float("nan"))
+    again = runner.run(data, problem, config)  # the direct path
+    torch.cuda.synchronize()
+    assert runner.launches == 2 and table.launch.how() == "direct"
+    for g, (x, y, e) in enumerate(zip(first, again, expected)):
+        assert torch.equal(x.view(torch.int16), y.view(torch.int16)), f"group {g}"
+        assert verbose_allclose(y, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
+
+
 def test_bitwise_deterministic():
     """Six calls on the same inputs give the same bits (poisoned between calls, so a call
     that computed nothing would not), and match the reference."""

@@ -1324,3 +1324,12 @@ def test_the_watchdog_can_go_into_the_self_checked_launch_only(stub, monkeypatch
     stub.runner.watch_every_launch = True
     stub.runner.watchdog_ms = 2000
     assert stub.runner.watch_settings(("cfg", 128, 128)) == watchdog.WatchSettings()
+
+
+def test_bind_launch_says_how_later_launches_run():
+    """launch.how(): unbound before the first launch, then the path later launches take
+    (a plain callable here; "direct" or "dsl" for a compiled kernel, checked on a GPU)."""
+    launch = binding.bind_launch(lambda *args: None, (1,))
+    assert launch.how() == "unbound"
+    launch()
+    assert launch.how() == "call"

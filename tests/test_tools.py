@@ -37,3 +37,16 @@ def test_tools_readme_lists_every_tool_and_probe():
     present = {p.name for d in (ROOT / "tools", ROOT / "tools" / "probes") for p in d.iterdir()
                if p.is_file() and p.name not in ("__init__.py", "README.md")}
     assert listed == present
+
+
+def test_fallback_guard_check_needs_a_kernel_gpu():
+    """Without an sm_90 or sm_100 GPU the check runs nothing and exits 2, saying why."""
+    import torch
+
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("a GPU is here: the check would run the GPU suite twice")
+    proc = subprocess.run([sys.executable, "tools/fallback_guard_check.py"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "needs an sm_90 or sm_100 GPU" in proc.stderr, proc.stderr
