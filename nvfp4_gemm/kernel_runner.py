@@ -332,19 +332,7 @@ class GroupedGemmRunner:
             return None
         if entry is None:
             return self.run_same_layout(data)
-        table = entry.table
-        if table.record.tripped:
-            return self._retire_timed_out(table)
-        self.launches += 1
-        try:
-            if self._other_device_current():
-                with torch.cuda.device(self.device_index):
-                    table.launch()
-            else:
-                table.launch()
-        except KernelLaunchError as e:
-            return self._launch_failed(table.config, e)
-        return list(entry.outputs)
+        return list(entry.outputs) if self._launch_cached(entry.table) else None
 
     def _note_hit(self, entry: CallEntry, abc, sfr, sizes) -> None:
         """A call-cache hit: the second hit in a row on one entry (a call repeated back to
@@ -401,8 +389,16 @@ class GroupedGemmRunner:
         table = None if table_key is None else self.pointers.get(table_key)
         if table is None:
             return LayoutMiss(fields)
+        return [abc[2] for abc in data[0]] if self._launch_cached(table) else None
+
+    def _launch_cached(self, table: PointerTable) -> bool:
+        """A fast path's launch of a cached table; False where it did not run: its config's
+        watchdog record is set, or the launch failed with the context usable. The config is
+        retired in both cases (the caller's call then goes to the slow path, which falls
+        back); a sticky launch error propagates."""
         if table.record.tripped:
-            return self._retire_timed_out(table)
+            self._retire_timed_out(table)
+            return False
         self.launches += 1
         try:
             if self._other_device_current():
@@ -411,8 +407,9 @@ class GroupedGemmRunner:
             else:
                 table.launch()
         except KernelLaunchError as e:
-            return self._launch_failed(table.config, e)
-        return [abc[2] for abc in data[0]]
+            self._launch_failed(table.config, e)
+            return False
+        return True
 
     def _other_device_current(self) -> bool:
         """Whether the current CUDA device is not the runner's: the kernel's module and the

@@ -9,7 +9,7 @@ def test_the_mutant_launches_nothing():
     source = (mutation_check.ROOT / "nvfp4_gemm" / "kernel_runner.py").read_text()
     mutant = mutation_check.mutate(source)
     assert "table.launch()" not in mutant and "_checked_launch(config, table)()" not in mutant
-    assert mutant.count("self.launches += 1") == source.count("self.launches += 1") == 3
+    assert mutant.count("self.launches += 1") == source.count("self.launches += 1") >= 2
 
 
 def test_every_cpu_correctness_test_fails_on_the_mutant(capsys):
