@@ -16,6 +16,11 @@
 #   bash tools/gpu_verify.sh regimes        eval.py benchmark with its baselines on
 #                                           tools/regime_specs.txt (decode, MoE, prefill),
 #                                           report and JSON in $OUT/regimes
+#   bash tools/gpu_verify.sh b200           a B200's first hour in 25 minutes (B200_BUDGET_S):
+#                                           the checks that matter most, then every legal
+#                                           config timed (tools/sm100_sweep.py), then
+#                                           eval.py benchmark; one file to send back,
+#                                           $OUT/b200-summary.txt
 #
 # Every step runs under a timeout (a kernel that loses pipeline state hangs rather than
 # fails) and reports its exit status; the script goes on. Fallback warnings are collected at
@@ -88,6 +93,40 @@ elif [ "$part" = regimes ]; then
   mkdir -p "$OUT/regimes"
   step 400 "regime benchmark" "$PY" "$EVAL" benchmark --baselines tools/regime_specs.txt \
     --report "$OUT/regimes" --json "$OUT/regimes/regimes.json"
+elif [ "$part" = b200 ]; then
+  # Each step's limit is cut to what is left of the budget; the limits add up to it.
+  SUMMARY="$OUT/b200-summary.txt"
+  budget=${B200_BUDGET_S:-1500}
+  begin=$SECONDS
+  {
+    echo "b200 verification of $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%FT%TZ)"
+    echo "$(nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader) (sm_$arch)"
+    "$PY" -c "import cutlass, torch; print('nvidia-cutlass-dsl', cutlass.__version__, '/ torch', torch.__version__)" 2>&1
+  } >"$SUMMARY"
+  bstep() {  # bstep SECONDS LABEL COMMAND...: step under what is left of the budget, into the summary
+    local limit=$1 label=$2 left=$((budget - (SECONDS - begin))); shift 2
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 10 ]; then
+      echo "== $label: SKIPPED, the ${budget}s budget is spent" | tee -a "$LOG" "$SUMMARY"; return
+    fi
+    local t0=$SECONDS
+    step "$limit" "$label" "$@"
+    { echo; echo "== $label (limit ${limit}s, took $((SECONDS - t0))s)"; tail -n 1 "$LOG"; } >>"$SUMMARY"
+  }
+  bstep 60 "max-active-clusters query" "$PY" -c \
+    "import torch, submission as s; torch.zeros(1, device='cuda'); print('clusters', [s.query_max_active_clusters(c, 0) for c in (1, 2)], 'SMs', torch.cuda.get_device_properties(0).multi_processor_count)"
+  grep -h "^clusters" "$OUT/step.txt" >>"$SUMMARY" 2>/dev/null
+  bstep 240 "edge shapes, self-check on" env NVFP4_GEMM_SELF_CHECK=1 "$PY" "$EVAL" test tools/b200_edge_specs.txt
+  bstep 90 "eval.py test, self-check on" env NVFP4_GEMM_SELF_CHECK=1 "$PY" "$EVAL" test
+  bstep 300 "GPU tests" "$PY" -m pytest -q -m gpu ${GPU_TESTS:-tests/} -p no:cacheprovider
+  grep -h -E "^(FAILED|ERROR) " "$OUT/step.txt" | head -n 20 >>"$SUMMARY"
+  bstep 150 "compute-sanitizer memcheck" compute-sanitizer --tool memcheck --report-api-errors no "$PY" tools/sanitize_case.py
+  bstep 420 "sweep of every legal config (tools/sm100_sweep.py)" "$PY" tools/sm100_sweep.py --json "$OUT/sweep.json"
+  cp "$OUT/step.txt" "$OUT/sweep.txt" 2>/dev/null
+  { echo; cat "$OUT/sweep.txt"; } >>"$SUMMARY" 2>/dev/null
+  bstep 200 "benchmark" "$PY" "$EVAL" benchmark --json "$OUT/bench.json"
+  { echo; tail -n 30 "$OUT/step.txt"; } >>"$SUMMARY" 2>/dev/null
+  echo "== total $((SECONDS - begin))s of ${budget}s" | tee -a "$LOG" "$SUMMARY"
 elif [ "$part" = bench ]; then
   OLD="${2:-}"
   if [ -z "$OLD" ]; then
@@ -108,4 +147,9 @@ elif [ "$part" = bench ]; then
 fi
 echo "== fallback and self-check warnings (none expected):" | tee -a "$LOG"
 grep -h "nvfp4 grouped GEMM:" "$LOG" | sort | uniq -c | tee -a "$LOG" || true
+if [ "$part" = b200 ]; then
+  { echo; echo "== fallback and self-check warnings (none expected):"
+    grep -h "nvfp4 grouped GEMM:" "$LOG" | sort | uniq -c; } >>"$SUMMARY"
+  echo "send back: $SUMMARY"
+fi
 rm -f "$OUT/step.txt"

@@ -1,0 +1,180 @@
+"""The call model (tools/call_model.py), on the CPU: the speed of light it rests on, the
+wave structure, the fluid simulation on plans whose answer is known, the leaderboard's
+loop and its first round, the H200 validation, and the docs' table."""
+
+import math
+import re
+import sys
+
+import pytest
+from cases import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import call_model as cm  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def benchmarks():
+    return [cm.spec_sizes(spec) for spec in cm.task_specs("benchmarks")]
+
+
+def test_speed_of_light_is_task_yml_bytes_at_7_69_tb_s(benchmarks):
+    """task.yml's 18.833 / 10.667 / 2.406 / 1.525 us are each shape's bytes (144.8 / 82.0 /
+    18.5 / 11.7 MB) at 7.69 TB/s, and those bytes are eval.py's bytes_of."""
+    import eval as ev
+
+    for sizes, spec, sol, mb in zip(benchmarks, cm.task_specs("benchmarks"), cm.TASK_SOL_US,
+                                    (144.8, 82.0, 18.5, 11.7)):
+        assert cm.call_bytes(sizes) == ev.bytes_of(spec)
+        assert cm.call_bytes(sizes) / 1e6 == pytest.approx(mb, abs=0.05)
+        assert cm.sol_us(sizes) == pytest.approx(sol, rel=0.01)
+    assert cm.geomean(cm.TASK_SOL_US) == pytest.approx(5.21, abs=0.005)
+
+
+def test_todays_config_tiles_and_waves(benchmarks):
+    """swap_2cta_m128n256 on the four shapes: 176 / 364 / 60 / 64 cluster tiles on 74
+    clusters, 2.38 / 4.92 / 0.81 / 0.86 waves."""
+    for sizes, tiles, waves in zip(benchmarks, (176, 364, 60, 64), (2.38, 4.92, 0.81, 0.86)):
+        cfg = cm.choose_sm100_config(sizes)
+        assert cm.sm100_config_name(cfg) == "swap_2cta_m128n256"
+        plan = cm.sm100_plan(sizes, cfg)
+        assert plan.num_tiles == tiles and plan.resident_clusters == 74
+        assert round(plan.waves, 2) == waves
+        assert len(plan.clusters) == min(74, tiles)
+        # 7 stages of 28,672 bytes on each CTA of the pair
+        assert plan.inflight_bytes == 2 * 7 * 28672
+
+
+def _plan(units_per_cluster, inflight=1e12, costs=cm.KernelCosts(0.0, 0.0, 0.0)):
+    return cm.CallPlan("t", tuple(tuple(u) for u in units_per_cluster), inflight, costs,
+                       sum(map(len, units_per_cluster)), len(units_per_cluster))
+
+
+def _unit(g, tn, weight_per_kt, kt=10, compute=0.0, gap=0.0, tm=0):
+    return cm.Unit(g, tm, tn, 0, kt, weight_per_kt, 0, 0, compute, gap)
+
+
+MACHINE = cm.Machine("test", 2, 1e6, 10**12, 1.0, None, 5.0, 60.0)
+
+
+def test_simulation_shares_the_bandwidth():
+    """Two clusters of 1 MB each from DRAM at 1 MB/us: 2 us together; one alone 1 us."""
+    flow = cm.simulate(_plan([[_unit(0, 0, 1e5)], [_unit(0, 1, 1e5)]]), MACHINE)
+    assert flow.makespan_us == pytest.approx(2.0) and flow.dram_bytes == pytest.approx(2e6)
+    flow = cm.simulate(_plan([[_unit(0, 0, 1e5)]]), MACHINE)
+    assert flow.makespan_us == pytest.approx(1.0)
+
+
+def test_simulation_caps_a_cluster_by_its_bytes_in_flight():
+    """A lone cluster with 0.25 MB in flight over a 1 us latency pulls 0.25 MB/us: its 1 MB
+    takes 4 us though DRAM could give it 1 MB/us; two such clusters take 4 us, not 8."""
+    flow = cm.simulate(_plan([[_unit(0, 0, 1e5)]], inflight=2.5e5), MACHINE)
+    assert flow.makespan_us == pytest.approx(4.0) and flow.inflight_us == pytest.approx(4.0)
+    flow = cm.simulate(_plan([[_unit(0, 0, 1e5)], [_unit(0, 1, 1e5)]], inflight=2.5e5), MACHINE)
+    assert flow.makespan_us == pytest.approx(4.0)
+
+
+def test_simulation_mma_bound_and_the_other_cluster_takes_its_share():
+    """A cluster whose unit computes 5 us pulls 0.2 MB/us; the other gets the rest of the
+    bandwidth (0.8 MB/us) and ends at 1.25 us, then nothing else limits the first."""
+    flow = cm.simulate(_plan([[_unit(0, 0, 1e5, compute=5.0)], [_unit(0, 1, 1e5)]]), MACHINE)
+    assert flow.makespan_us == pytest.approx(5.0) and flow.mma_us == pytest.approx(5.0)
+
+
+def test_simulation_l2_serves_a_panel_read_again_soon_not_late():
+    """The same weight panel read by two clusters at once comes from DRAM once; read again
+    after more DRAM traffic than the reuse window, from DRAM again."""
+    together = cm.simulate(_plan([[_unit(0, 0, 1e5, tm=0)], [_unit(0, 0, 1e5, tm=1)]]), MACHINE)
+    assert together.dram_bytes == pytest.approx(1e6) and together.l2_bytes == pytest.approx(1e6)
+    small_l2 = cm.Machine("test", 2, 1e6, 2 * 10**6, 1.0, None, 5.0, 60.0)  # a 1 MB window
+    late = [[_unit(0, 0, 1e5), _unit(1, 0, 1e5), _unit(0, 0, 1e5, tm=1)]]
+    assert cm.simulate(_plan(late), small_l2).dram_bytes == pytest.approx(3e6)
+    assert cm.simulate(_plan(late), MACHINE).dram_bytes == pytest.approx(2e6)
+
+
+def test_gaps_delay_a_cluster_without_using_bandwidth():
+    flow = cm.simulate(_plan([[_unit(0, 0, 1e5), _unit(0, 1, 1e5, gap=3.0)]]), MACHINE)
+    assert flow.makespan_us == pytest.approx(1.0 + 3.0 + 1.0)
+
+
+def test_leaderboard_loop_and_host_floor():
+    """15 calls after a flush that gives the host a head start: GPU-bound while the host
+    keeps ahead; host-bound once it issues slower than the GPU runs plus the head start."""
+    assert cm.loop_mean_us(4.0, 5.2, 38.0) == pytest.approx(4.0)
+    assert cm.loop_mean_us(1.0, 10.0, 0.0) == pytest.approx((15 * 10.0 + 1.0) / 15)
+    # host 5 us, head 30 us: binds above a GPU call of 5 - 30 / 15 = 3 us
+    assert cm.loop_mean_us(3.5, 5.0, 30.0) == pytest.approx(3.5)
+    assert cm.loop_mean_us(2.0, 5.0, 30.0) == pytest.approx((15 * 5.0 - 30.0 + 2.0) / 15)
+
+
+def test_ranked_mean_counts_the_first_round(benchmarks):
+    """The first round's calls on new inputs cost the host 62 us a group (2-core CPU): at
+    G = 2 each call of that round takes 124 us, which over 100 rounds adds 1.18 us to
+    shape 3's mean, and at G = 8 about 4.7 us to shape 0's."""
+    p3 = cm.predict_sm100(benchmarks[3], cm.choose_sm100_config(benchmarks[3]))
+    head = cm.B200.flush_us  # 256 MiB at 7.69 TB/s: the host's head start
+    assert head == pytest.approx(34.9, abs=0.1)
+    assert p3.first_round_us == pytest.approx((15 * 124.0 - head + p3.gpu_us) / 15)
+    assert p3.ranked_mean_us - p3.warm_mean_us == pytest.approx((p3.first_round_us - p3.warm_mean_us) / 100)
+    assert 1.1 < p3.ranked_mean_us - p3.warm_mean_us < 1.2
+    p0 = cm.predict_sm100(benchmarks[0], cm.choose_sm100_config(benchmarks[0]))
+    assert p0.first_round_us == pytest.approx((15 * 496.0 - head + p0.gpu_us) / 15)
+    assert 4.5 < p0.ranked_mean_us - p0.warm_mean_us < 4.8
+
+
+def test_fixed_costs_and_parts_add_up(benchmarks):
+    for sizes in benchmarks:
+        p = cm.predict_sm100(sizes, cm.choose_sm100_config(sizes))
+        assert p.fixed_us == pytest.approx(4.0 + 1.7 - 1.8)
+        assert p.gpu_us == pytest.approx(p.fixed_us + p.bytes_us + p.tail_us)
+        assert p.bytes_us >= cm.sol_us(sizes) * 0.999  # never fewer DRAM bytes than the call's own
+        assert p.warm_mean_us == pytest.approx(p.gpu_us)  # the host never binds here
+
+
+def test_partial_m_tiles_reread_weights_unless_their_column_stays_together(benchmarks):
+    """Shape 0's groups of 176, 248 and 160 tokens end in shorter M tiles that the schedule
+    runs later, in runs of their own: their weights come from DRAM again (about 34 MB
+    more). Kept next to their column's first tile they come from L2: the call's own bytes."""
+    sizes = benchmarks[0]
+    cfg = cm.choose_sm100_config(sizes)
+    today = cm.simulate(cm.sm100_plan(sizes, cfg), cm.B200)
+    together = cm.simulate(cm.sm100_plan(sizes, cfg, column_order=True), cm.B200)
+    assert today.dram_bytes > cm.call_bytes(sizes) + 30e6
+    assert together.dram_bytes == pytest.approx(cm.call_bytes(sizes), rel=0.01)
+
+
+def test_b200_predictions_and_changes(benchmarks):
+    """Today's geomean between the speed of light and the public entry's; every change
+    makes no shape slower, and all together beat each alone in geomean."""
+    today = [cm.predict_sm100(s, cm.choose_sm100_config(s)).warm_mean_us for s in benchmarks]
+    assert cm.geomean(cm.TASK_SOL_US) < cm.geomean(today) < cm.geomean(cm.PUBLIC_ENTRY_US)
+    table = cm.changes_table()
+    base = [p.warm_mean_us for p in table["today"]]
+    assert base == pytest.approx(today)
+    for change, row in table.items():
+        assert all(p.warm_mean_us <= b + 1e-9 for p, b in zip(row, base)), change
+    all_geo = cm.geomean([p.warm_mean_us for p in table["all of them"]])
+    assert all(all_geo < cm.geomean([p.warm_mean_us for p in row])
+               for change, row in table.items() if change != "all of them")
+
+
+def test_h200_validation_within_the_stated_error():
+    """The same model with the H200's constants and the Hopper kernel's measured costs
+    predicts its eleven measured cases within MAX_H200_ERROR, 6 % on average."""
+    rows = cm.h200_validation()
+    assert len(rows) == 11
+    errors = [p.ranked_mean_us / measured - 1 for _, measured, p in rows]
+    assert max(map(abs, errors)) <= cm.MAX_H200_ERROR
+    assert sum(map(abs, errors)) / len(errors) < 0.08
+    # the benchmark shapes, which the ranking uses, within 10 %
+    assert max(map(abs, errors[:4])) < 0.10
+
+
+def test_docs_hold_the_tools_tables():
+    """docs/performance.md's "B200, predicted" tables are the tool's output as it is."""
+    doc = (ROOT / "docs" / "performance.md").read_text()
+    for text in (cm.format_b200_table(), cm.format_changes()):
+        for line in text.splitlines():
+            assert line in doc, line
+    worst = max(abs(p.ranked_mean_us / m - 1) for _, m, p in cm.h200_validation())
+    assert re.search(rf"within {math.ceil(worst * 100)} %", doc)
