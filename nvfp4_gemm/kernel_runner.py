@@ -69,6 +69,8 @@ class KernelBackend:
     units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule");
     self_check: whether the runner checks a config's first launch on each problem size
     against the exact path (NVFP4_GEMM_SELF_CHECK=1 / 0 overrides it);
+    tile_order(sizes, tile_m, tile_n) -> the whole-tile schedule's rows (group, tile along M,
+    along N), where schedule is None (build_tile_schedule's order unless the backend says);
     size_class(sizes) -> sizes: the representative of the sizes' class, for which
     choose_config, can_implement and schedule give what they give every member; the
     runner makes one choice and one schedule per class (None: each sizes its own class);
@@ -88,6 +90,7 @@ class KernelBackend:
     self_check: bool = False
     needs_aligned_c: bool = False  # C only through TMA stores (GroupedProblem.c_misaligned)
     size_class: Callable | None = None
+    tile_order: Callable = build_tile_schedule
     config_name: Callable = str
     fallback: str = "the torch path"
 
@@ -578,7 +581,7 @@ class GroupedGemmRunner:
         b = self.backend
         if b.schedule is not None:
             return b.schedule(sizes, config, self.num_sms)
-        rows = build_tile_schedule(sizes, *b.tile_shape(config))
+        rows = b.tile_order(sizes, *b.tile_shape(config))
         return HostSchedule({"schedule": rows}, len(rows), b.grid(config, len(rows), self.num_sms, self.device_index))
 
     def _make_schedule(self, sizes, config, device) -> TileSchedule:

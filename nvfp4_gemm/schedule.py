@@ -57,6 +57,22 @@ def build_tile_schedule(
     return [t for _, tiles in tile_runs(sizes, tile_m, tile_n) for t in tiles]
 
 
+def columns_together(rows: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """rows with each weight column's M tiles (same group and N tile) moved up to the
+    column's first tile, the columns in the order of their first tiles.
+
+    For a kernel whose tile costs what a full one costs whatever token rows it uses (the
+    Blackwell MMA runs its whole token width), build_tile_schedule's separate run of a
+    group's last, shorter M tiles buys no balance and costs the column's weights a second
+    read from DRAM: that run starts a wave or more later, after more DRAM traffic than L2
+    holds. Kept adjacent, the column's tiles run on neighbouring clusters at once and read
+    the weights once (python tools/call_model.py --changes: 34 MB fewer on shape 0)."""
+    columns: dict[tuple[int, int], list] = {}
+    for g, tm, tn in rows:
+        columns.setdefault((g, tn), []).append((g, tm, tn))
+    return [t for tiles in columns.values() for t in tiles]
+
+
 def width_phase(widths: Sequence[int], used: int) -> int:
     """The phase of a tile that uses `used` token rows: the narrowest width that holds them
     (widths descending, widths[0] the tile's height)."""

@@ -28,7 +28,7 @@ from .common import (
     warn_once,
 )
 from .kernel_runner import CompiledKernels, KernelBackend
-from .schedule import size_class
+from .schedule import build_tile_schedule, columns_together, size_class
 from .watchdog import (
     BLOCK_BYTES,
     LaunchWatch,
@@ -327,12 +327,19 @@ def sm100_size_class(problem_sizes: Sequence[Sequence[int]]) -> tuple:
     group makes the same tiles at any M of the class, so a mixture-of-experts step whose
     token counts change reuses the last step's plan and schedule (the schedule then orders
     the groups by K alone, as every tile's used rows read as the tile's). Any larger problem
-    is its own class: its schedule keeps build_tile_schedule's order by rows used, which
-    the benchmark shapes run with."""
+    is its own class: its schedule's order (sm100_tile_order) follows the rows its groups'
+    tiles use, as build_tile_schedule's does."""
     sizes = tuple(tuple(s) for s in problem_sizes)
     if sizes and max(m for m, *_ in sizes) <= SM100_TINY_MMA_N:
         return size_class(sizes, SM100_TINY_MMA_N)
     return sizes
+
+
+def sm100_tile_order(problem_sizes: Sequence[Sequence[int]], tile_m: int, tile_n: int) -> list:
+    """The Blackwell schedule's rows: build_tile_schedule's, each weight column's M tiles
+    together (columns_together: a tile's MMA runs its whole token width, so a shorter last
+    M tile costs a full one, and beside its column it reads the column's weights from L2)."""
+    return columns_together(build_tile_schedule(problem_sizes, tile_m, tile_n))
 
 
 # Benchmarks of task.yml, keyed by sm100_problem_signature.
@@ -1672,6 +1679,7 @@ def sm100_backend() -> KernelBackend:
         self_check=True,
         needs_aligned_c=True,
         size_class=sm100_size_class,
+        tile_order=sm100_tile_order,
         config_name=sm100_config_name,
         fallback="torch._scaled_mm",
     )

@@ -1,6 +1,7 @@
 """CPU tests of the sm_100a kernel's host side: legality, config table, can_implement and the
 pure host functions (tile counts, stage budget, TMEM columns, compile cache key)."""
 
+import collections
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -164,6 +165,31 @@ def test_runner_schedule_uses_the_cluster_tile():
     rows = schedule.build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
     assert len(rows) == len(set(rows)) == sm100.sm100_num_tiles(cfg, sizes)
     assert rows[0][0] == 1 and rows[-1] == (2, 0, 0)  # the 248-row group first, M = 1 last
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_blackwell_order_covers_every_output_element_once_with_columns_together(seed):
+    """sm100_tile_order on random group lists, for every named config's tile: each output
+    element of every group in exactly one row, each weight column's M tiles adjacent, and
+    the runner's schedule (the backend's tile_order) is that order."""
+    import random
+
+    rng = random.Random(seed)
+    sizes = [(rng.choice([1, 7, 40, 127, 128, 129, 176, 248, 300]), rng.choice([128, 256, 384, 1000]),
+              256, 1) for _ in range(rng.choice([1, 2, 3, 8]))]
+    for cfg in sm100.SM100_NAMED_CONFIGS.values():
+        rows = sm100.sm100_tile_order(sizes, cfg.tile_m, cfg.tile_n)
+        covered = collections.Counter()
+        for g, tm, tn in rows:
+            m, n, _, _ = sizes[g]
+            covered.update((g, i, j) for i in range(tm * cfg.tile_m, min(m, (tm + 1) * cfg.tile_m))
+                           for j in range(tn * cfg.tile_n, min(n, (tn + 1) * cfg.tile_n)))
+        assert set(covered.values()) == {1} and len(covered) == sum(m * n for m, n, _, _ in sizes)
+        columns = [(g, tn) for g, _, tn in rows]
+        runs = [c for i, c in enumerate(columns) if i == 0 or columns[i - 1] != c]
+        assert len(runs) == len(set(columns)), "a weight column's tiles are not adjacent"
+        runner = kernel_runner.GroupedGemmRunner(sm100.sm100_backend(), num_sms=148)
+        assert runner.host_schedule(tuple(sizes), cfg).tables["schedule"] == rows
 
 
 def test_grid_is_persistent_and_cluster_aligned():

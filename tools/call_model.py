@@ -9,7 +9,7 @@ SM can keep in flight, the MMA time where it binds, and the host's time to issue
 How a call is modelled (all host-side, no GPU):
 
 - A config's schedule gives each CTA cluster its units in order (the Blackwell kernel's
-  round robin over build_tile_schedule, the Hopper kernel's sm90_work_schedule). A unit
+  round robin over its schedule's rows, sm100_tile_order; the Hopper kernel's sm90_work_schedule). A unit
   loads its K range of one weight panel (tile_n rows) and one token panel (tile_m rows),
   with their scales, and stores its C tile.
 - A unit's loads come from L2 when the same panel and K-tile were loaded less than
@@ -53,7 +53,6 @@ from nvfp4_gemm.schedule import (  # noqa: E402
     UNIT_PARTIAL,
     UNIT_WHOLE,
     balanced_units,
-    build_tile_schedule,
     k_range_units,
     round_robin_units,
 )
@@ -72,6 +71,7 @@ from nvfp4_gemm.sm100 import (  # noqa: E402
     sm100_config_name,
     sm100_grid_ctas,
     sm100_stage_bytes,
+    sm100_tile_order,
 )
 
 SF_VEC = 16  # one E4M3 scale per 16 K values (task.yml)
@@ -255,18 +255,17 @@ def _token_bytes(used: int, k_tile: int) -> int:
 
 def sm100_plan(sizes: Sequence[Sequence[int]], cfg, machine: Machine = B200,
                costs: KernelCosts = SM100_COSTS, clusters: int | None = None,
-               column_order: bool = False, split: str | None = None) -> CallPlan:
-    """The Blackwell kernel's call: build_tile_schedule's rows in round robin over the
-    persistent grid of sm100_grid_ctas (or `clusters`, where the max-active-clusters
-    query says fewer fit). Changes the kernel does not have, for what they would be worth:
-    column_order keeps every M tile of a weight column next to the column's others (the
-    schedule puts a group's last, shorter M tiles in a run of their own); split cuts tiles
-    into K pieces as the Hopper kernel's generators do ("balanced": balanced_units,
-    "k-range": k_range_units), each piece after the first paying SM100_SPLIT_PIECE_US."""
+               order=sm100_tile_order, split: str | None = None) -> CallPlan:
+    """The Blackwell kernel's call: its schedule's rows (`order`: the kernel's own,
+    sm100_tile_order, or another such as build_tile_schedule's, whose separate runs of a
+    group's last, shorter M tiles read their weights again) in round robin over the
+    persistent grid of sm100_grid_ctas (or `clusters`, where the max-active-clusters query
+    says fewer fit). A change the kernel does not have, for what it would be worth: split
+    cuts tiles into K pieces as the Hopper kernel's generators do ("balanced":
+    balanced_units, "k-range": k_range_units), each piece after the first paying
+    SM100_SPLIT_PIECE_US."""
     sizes = [tuple(s) for s in sizes if s[0] and s[1]]
-    rows = build_tile_schedule(sizes, cfg.tile_m, cfg.tile_n)
-    if column_order:
-        rows = _columns_together(rows)
+    rows = order(sizes, cfg.tile_m, cfg.tile_n)
     # the grid: one cluster per tile at most, or every resident cluster for split pieces
     resident = clusters or sm100_grid_ctas(cfg, 1 << 30, machine.num_sms) // cfg.cta_group
     grid = resident if split is not None else min(resident, len(rows))
@@ -293,14 +292,6 @@ def sm100_plan(sizes: Sequence[Sequence[int]], cfg, machine: Machine = B200,
 # partial (128 KB) written to and read back from L2 by one cluster, each way about half a
 # microsecond at its in-flight rate (7 x 28,672 bytes per CTA over the load latency)
 SM100_SPLIT_PIECE_US = 1.0
-
-
-def _columns_together(rows: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """The schedule with each weight column's M tiles moved up to its first tile."""
-    columns: dict[tuple[int, int], list] = {}
-    for g, tm, tn in rows:
-        columns.setdefault((g, tn), []).append((g, tm, tn))
-    return [t for tiles in columns.values() for t in tiles]
 
 
 def _units(ws, sizes, tile_m: int, tile_n: int, k_tile: int, kt_us, switch_us: float,
@@ -656,8 +647,6 @@ def _sm100_variant(sizes, cfg, change: str, machine: Machine = B200) -> Predicti
         costs = replace(costs, epilogue_us=costs.epilogue_us - SM100_DIRECT_STORE_SAVING_US)
     if change == "descriptors fetched before griddepcontrol.wait" or everything:
         costs = replace(costs, prologue_us=costs.prologue_us - machine.load_latency_us)
-    if change == "a column's M tiles together" or everything:
-        kw["column_order"] = True
     unsplit = predict(sm100_plan(sizes, cfg, machine, costs=costs, **kw), machine, len(sizes))
     if change == "split tiles into K pieces" or everything:
         one_wave = sm100_plan(sizes, cfg, machine).waves <= 1
@@ -669,7 +658,7 @@ def _sm100_variant(sizes, cfg, change: str, machine: Machine = B200) -> Predicti
 
 
 SM100_CHANGES = ("today", "direct stores on the last tile", "descriptors fetched before griddepcontrol.wait",
-                 "a column's M tiles together", "split tiles into K pieces", "all of them")
+                 "split tiles into K pieces", "all of them")
 
 
 def changes_table() -> dict[str, list[Prediction]]:
