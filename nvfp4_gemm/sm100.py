@@ -384,8 +384,12 @@ def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 1
             # 256 (the MMA and the epilogue's TMEM drain shrink 4-8x; the weights' bytes,
             # the bound here, are the same)
             cfg = SM100_NAMED_CONFIGS["swap_1cta_m32n128"]
-        elif min_n >= 1024 and max_m <= 512:
-            # decode-like: the weight side N is large, put it on the 256-row 2-CTA MMA
+        elif min_n >= 1024:
+            # the weight side N is large: it takes the 256-row 2-CTA MMA at any token count
+            # (the benchmark shapes' config); for prefill (M 512-2048) the call model
+            # predicts 38.6 against 54.3 us with plain_1cta_m128n128, whose 128 x 128
+            # tiles read a third more bytes per output (python tools/sm100_sweep.py --plan,
+            # regimes 9 and 10)
             cfg = SM100_NAMED_CONFIGS["swap_2cta_m128n256"]
         elif max_m <= 128:
             cfg = SM100_NAMED_CONFIGS["swap_1cta_m128n128"]

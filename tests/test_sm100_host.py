@@ -103,6 +103,17 @@ def test_can_implement(case):
     assert case.reason_part in reason
 
 
+@pytest.mark.parametrize("m", [(33, 200), (320, 512), (1024, 2048), (512, 1024, 1536, 2048)])
+def test_large_weight_sides_take_the_2cta_swap_config_at_any_token_count(m):
+    """N >= 1024 and more than 32 tokens somewhere: the benchmark shapes' 2-CTA swap-AB
+    config, prefill included (regime_specs.txt's M 512-2048 cases); small N keeps 1-CTA."""
+    sizes = [(mm, 4096, 7168, 1) for mm in m]
+    assert sm100.choose_sm100_config(sizes) == sm100.SM100_NAMED_CONFIGS["swap_2cta_m128n256"]
+    assert sm100.Sm100BlockScaledGroupedGemm.can_implement(sm100.choose_sm100_config(sizes), sizes) == (True, "")
+    small_n = [(mm, 512, 7168, 1) for mm in m]
+    assert sm100.choose_sm100_config(small_n).cta_group == 1
+
+
 def test_decode_config_for_groups_of_at_most_32_tokens():
     """1-32 tokens a group: the 32-column token tile (MMA N = 32, one CTA, swap-AB); a
     group of 33 takes a 128- or 256-column tile, and the tiny config refuses it by name
