@@ -208,7 +208,12 @@ def test_sweep_needs_an_sm100_gpu():
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here")
+    import os
+
+    before = {k: os.environ.get(k) for k in ("NVFP4_GEMM_PATH", "NVFP4_GEMM_SELF_CHECK")}
     assert sw.main(["--cases", "benchmarks"]) == 2
+    # nothing of the sweep's set-up leaks into the process that asked (the tests' own)
+    assert {k: os.environ.get(k) for k in before} == before
 
 
 def b200_step_limits() -> dict:
