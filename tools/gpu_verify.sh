@@ -16,6 +16,11 @@
 #   bash tools/gpu_verify.sh regimes        eval.py benchmark with its baselines on
 #                                           tools/regime_specs.txt (decode, MoE, prefill),
 #                                           report and JSON in $OUT/regimes
+#   bash tools/gpu_verify.sh audit          do the GPU tests fail without the kernel? the kernel
+#                                           tests with its path sabotaged (NVFP4_GEMM_PATH=torch,
+#                                           the DSL unimportable: tools/fallback_guard_check.py),
+#                                           then against a build that never launches it
+#                                           (tools/mutation_check.py --gpu): each must fail
 #   bash tools/gpu_verify.sh b200           a B200's first hour in 25 minutes (B200_BUDGET_S):
 #                                           the checks that matter most, then every legal
 #                                           config timed (tools/sm100_sweep.py), then
@@ -89,6 +94,9 @@ if [ "$part" = checks ]; then
   step 300 "compute-sanitizer memcheck, self-check on (the watchdog's build)" env NVFP4_GEMM_SELF_CHECK=1 \
     compute-sanitizer --tool memcheck --report-api-errors no "$PY" tools/sanitize_case.py
   step 900 "watchdog: each wait made to hang" "$PY" tools/watchdog_check.py
+elif [ "$part" = audit ]; then
+  step 900 "kernel tests with the kernel path sabotaged (each must fail)" "$PY" tools/fallback_guard_check.py
+  step 900 "GPU tests against a build that never launches (each must fail)" "$PY" tools/mutation_check.py --gpu
 elif [ "$part" = regimes ]; then
   mkdir -p "$OUT/regimes"
   step 400 "regime benchmark" "$PY" "$EVAL" benchmark --baselines tools/regime_specs.txt \
