@@ -69,6 +69,9 @@ class KernelBackend:
     units (None: the whole-tile round robin of build_tile_schedule, in rows "schedule");
     self_check: whether the runner checks a config's first launch on each problem size
     against the exact path (NVFP4_GEMM_SELF_CHECK=1 / 0 overrides it);
+    alternatives(config) -> the configs to try, in order, for a problem whose chosen config
+    is retired, before the caller's fallback (None: none; each must still pass
+    can_implement, and runs its own self-check and watchdog on its first launch);
     tile_order(sizes, tile_m, tile_n) -> the whole-tile schedule's rows (group, tile along M,
     along N), where schedule is None (build_tile_schedule's order unless the backend says);
     size_class(sizes) -> sizes: the representative of the sizes' class, for which
@@ -91,6 +94,7 @@ class KernelBackend:
     needs_aligned_c: bool = False  # C only through TMA stores (GroupedProblem.c_misaligned)
     size_class: Callable | None = None
     tile_order: Callable = build_tile_schedule
+    alternatives: Callable | None = None
     config_name: Callable = str
     fallback: str = "the torch path"
 
@@ -433,8 +437,29 @@ class GroupedGemmRunner:
         with self._lock:
             config, reason = self.plans.get_or_create(key, lambda: self._plan(key))
         if config in self.rejected:
-            return None, f"{config} {self.rejected[config]}"
+            return self._alternative(key, config)
         return config, reason
+
+    def _alternative(self, key: tuple, config):
+        """(the next config, None) for a problem of size class `key` whose config is
+        retired, with one warning naming both; else (None, why the retired one is not
+        used), and the caller falls back."""
+        b = self.backend
+        alt = self._next_config(config, key)
+        if alt is None:
+            return None, f"{config} {self.rejected[config]}"
+        warn_once(f"{b.name} kernel {b.config_name(config)} is retired ({self.rejected[config]}); "
+                  f"running {b.config_name(alt)} instead")
+        return alt, None
+
+    def _next_config(self, config, key: tuple):
+        """The first of the backend's alternatives to `config` that is not retired and takes
+        the size class `key`, or None."""
+        b = self.backend
+        for alt in () if b.alternatives is None else b.alternatives(config):
+            if alt not in self.rejected and b.can_implement(alt, key)[0]:
+                return alt
+        return None
 
     def size_class(self, sizes: tuple) -> tuple:
         """The sizes a config choice and schedule are made for (KernelBackend.size_class)."""
@@ -550,7 +575,10 @@ class GroupedGemmRunner:
         timeout = table.record.read()
         sizes = self._tag_sizes.get(timeout.tag)
         self._retire(config, timeout.describe())
-        warn_once(timeout.message(self.backend.config_name(config), sizes, self.backend.fallback))
+        # what that launch's sizes run from now on: the next config, or the fallback
+        after = None if sizes is None else self._next_config(config, self.size_class(sizes))
+        fallback = self.backend.fallback if after is None else self.backend.config_name(after)
+        warn_once(timeout.message(self.backend.config_name(config), sizes, fallback))
         return None
 
     def _launch_failed(self, config, error: KernelLaunchError) -> None:

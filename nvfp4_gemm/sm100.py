@@ -366,6 +366,20 @@ SM100_NAMED_CONFIGS: dict = {
 }
 
 
+# What a problem runs when its chosen config is retired (a failed self-check, a refused
+# launch, a hang), in order, before torch._scaled_mm: on a never-run kernel a fault may
+# belong to one variant only (the 2-CTA pair's handshakes, the swapped epilogue), so the
+# others are tried first, each self-checked on its first launch. Which of them a problem
+# takes is can_implement's to say.
+SM100_ALTERNATIVES = ("swap_2cta_m128n256", "swap_1cta_m128n128", "plain_1cta_m128n128", "plain_2cta_m256n128",
+                      "swap_1cta_m32n128")
+
+
+def sm100_alternatives(cfg: Sm100Config) -> list:
+    """SM100_ALTERNATIVES' configs other than cfg, in order (KernelBackend.alternatives)."""
+    return [SM100_NAMED_CONFIGS[name] for name in SM100_ALTERNATIVES if SM100_NAMED_CONFIGS[name] != cfg]
+
+
 def sm100_config_name(cfg: Sm100Config) -> str:
     """The SM100_NAMED_CONFIGS name of a config ('swap_2cta_m128n256'), else its own."""
     for name, named in SM100_NAMED_CONFIGS.items():
@@ -1684,6 +1698,7 @@ def sm100_backend() -> KernelBackend:
         needs_aligned_c=True,
         size_class=sm100_size_class,
         tile_order=sm100_tile_order,
+        alternatives=sm100_alternatives,
         config_name=sm100_config_name,
         fallback="torch._scaled_mm",
     )

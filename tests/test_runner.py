@@ -1333,3 +1333,76 @@ def test_bind_launch_says_how_later_launches_run():
     assert launch.how() == "unbound"
     launch()
     assert launch.how() == "call"
+
+
+def _with_alternative(stub, monkeypatch, fail_config=("cfg", 128, 128)):
+    """The stub backend offering ("alt", 128, 128) when its chosen config is retired; the
+    launches of `fail_config`'s builds compute one wrong element."""
+    compile_stub = stub._compile
+
+    def compile_config(config, watch=None):
+        kernels = compile_stub(config, watch)
+        if config != fail_config:
+            return kernels
+
+        def prepare(*args):
+            launch = kernels.prepare(*args)
+
+            def wrong():
+                stub.corrupt = (0, 1, 1)
+                try:
+                    launch()
+                finally:
+                    stub.corrupt = None
+            return wrong
+
+        return CompiledKernels(kernels.init, prepare)
+
+    backend = dataclasses.replace(stub.runner.backend, compile=compile_config,
+                                  alternatives=lambda config: [("alt", 128, 128)])
+    monkeypatch.setattr(stub.runner, "backend", backend)
+
+
+def test_a_retired_config_hands_over_to_the_backends_alternative(stub, monkeypatch):
+    """The chosen config fails its self-check: that call returns the exact result, and the
+    next runs the alternative (self-checked on its first launch), with one warning naming
+    both; the retired config is not launched again."""
+    runs = _checking(stub, monkeypatch)
+    _with_alternative(stub, monkeypatch)
+    data = stub.register(_data(70))
+    first, second, messages = _twice_with_warnings(data)
+    assert ("cfg", 128, 128) in stub.runner.rejected and ("alt", 128, 128) not in stub.runner.rejected
+    assert stub.launches == 2 and runs == [True, True]  # both first launches were checked
+    assert any("running ('alt', 128, 128) instead" in m for m in messages), messages
+    assert not any("using a fallback path" in m for m in messages), messages
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+    third = dispatch.custom_kernel(_poisoned(data))  # the alternative's cached launch
+    assert stub.launches == 3 and all(torch.equal(o, e) for o, e in zip(third, _expected(data)))
+
+
+def test_when_every_alternative_is_retired_the_call_falls_back(stub, monkeypatch):
+    runs = _checking(stub, monkeypatch)
+    _with_alternative(stub, monkeypatch)
+    stub.runner.rejected[("alt", 128, 128)] = "failed its self-check (earlier)"
+    data = stub.register(_data(71))
+    first, second, messages = _twice_with_warnings(data)
+    assert stub.launches == 1 and runs == [True, False]
+    assert any("using a fallback path" in m for m in messages), messages
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def test_a_hang_with_an_alternative_names_the_config_that_runs_next(stub, monkeypatch):
+    """The self-checked launch gives up and the backend has an alternative: the warning says
+    the alternative runs from now on, and the next call runs it (self-checked)."""
+    runs = _checking(stub, monkeypatch)
+    _with_alternative(stub, monkeypatch, fail_config=None)
+    _hanging(stub, 1, "sm90.consumer.full", stage=3, tile=0, kblock=-1, phase=1)
+    data = stub.register(_data(72))
+    first, second, messages = _twice_with_warnings(data)
+    assert messages[0].endswith("CTA 5; running ('alt', 128, 128)"), messages
+    assert any("running ('alt', 128, 128) instead" in m for m in messages[1:]), messages
+    assert stub.launches == 2 and runs == [True, True]
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))

@@ -368,3 +368,34 @@ def test_decode_steps_share_a_size_class_and_larger_problems_keep_their_sizes():
         assert sorted(schedule.build_tile_schedule(cls, cfg.tile_m, cfg.tile_n)) == tiles
     for shapes in [*BENCH_SHAPES.values(), [(32, 4096, 256, 1), (33, 4096, 256, 1)]]:
         assert sm100.sm100_size_class(shapes) == tuple(map(tuple, shapes))
+
+
+def test_a_retired_blackwell_config_gives_way_to_the_next_that_takes_the_problem():
+    """Retiring configs one by one: the benchmark shape 0 runs the 2-CTA swap config, then
+    the 1-CTA swap, the 1-CTA plain and the 2-CTA plain ones, then nothing (the caller's
+    torch._scaled_mm); the decode config is never offered to groups of more than 32
+    tokens, and a decode step whose tiny config is retired runs the 2-CTA swap one."""
+    import warnings
+
+    from nvfp4_gemm.inputs import GroupedProblem
+
+    names = {cfg: name for name, cfg in sm100.SM100_NAMED_CONFIGS.items()}
+
+    def sequence(sizes):
+        runner = kernel_runner.GroupedGemmRunner(sm100.sm100_backend(), num_sms=148)
+        problem = GroupedProblem(tuple(sizes), None, True, "", "")
+        seen = []
+        while True:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # one per hand-over
+                config, reason = runner.plan(problem)
+            if config is None:
+                return seen, reason
+            seen.append(names[config])
+            runner.rejected[config] = "failed its self-check (test)"
+
+    seen, reason = sequence(BENCH_SHAPES[sorted(BENCH_SHAPES)[0]])
+    assert seen == ["swap_2cta_m128n256", "swap_1cta_m128n128", "plain_1cta_m128n128", "plain_2cta_m256n128"]
+    assert "failed its self-check" in reason
+    decode = [(m, 4096, 7168, 1) for m in (4, 6, 7, 3, 4, 1, 2, 32)]
+    assert sequence(decode)[0][:2] == ["swap_1cta_m32n128", "swap_2cta_m128n256"]
