@@ -197,6 +197,8 @@ def test_submission_target_runs_each_config_on_its_own_runner(monkeypatch):
         target.select(name, cfg)
         assert module._last_runner is target.current is module._runners[("cuda:0", "sm100")]
         assert target.current.backend.choose_config(sizes, 148) is cfg
+        # a retired config must show as a fallback, not hand over to another config
+        assert target.current.backend.alternatives is None
     assert module._BACKENDS["sm100"] is dispatch._BACKENDS["sm100"]  # restored
     target.select("swap_2cta_m128n256", configs["swap_2cta_m128n256"])
     assert len(made) == 4  # one runner per config, reused

@@ -127,7 +127,11 @@ class SubmissionTarget:
     def _make_runner(self, cfg):
         """get_runner's runner, with the backend's chooser replaced by `cfg`."""
         S = self.S
-        backend = dataclasses.replace(S.sm100_backend(), choose_config=lambda sizes, num_sms, cfg=cfg: cfg)
+        base = S.sm100_backend()
+        # that config alone: a retired one falls back (and shows) instead of handing over
+        # to another config (alternatives, in files that have them)
+        alone = {"alternatives": None} if "alternatives" in {f.name for f in dataclasses.fields(base)} else {}
+        backend = dataclasses.replace(base, choose_config=lambda sizes, num_sms, cfg=cfg: cfg, **alone)
         saved = S._BACKENDS["sm100"]
         S._BACKENDS["sm100"] = lambda: backend
         S._runners.pop((self.device, "sm100"), None)
