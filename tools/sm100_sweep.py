@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -47,6 +46,8 @@ for path in (ROOT, ROOT / "tools"):
         sys.path.insert(0, str(path))
 
 import call_model  # noqa: E402
+
+from tools.probes.sm90_sweep import load_submission  # noqa: E402  (the Hopper sweep's, shared)
 
 ROUNDS = 10
 CALLS = call_model.CALLS_PER_ROUND
@@ -323,18 +324,6 @@ class PlanTarget:
 
     def chosen(self, sizes) -> str:
         return call_model.sm100_config_name(call_model.choose_sm100_config(sizes))
-
-
-def load_submission(path: str | None):
-    """The submission module, from `path` when given (registered as `submission`)."""
-    if path:
-        spec = importlib.util.spec_from_file_location("submission", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["submission"] = mod
-        spec.loader.exec_module(mod)
-    import submission
-
-    return submission
 
 
 def _close(out, ref) -> bool:
