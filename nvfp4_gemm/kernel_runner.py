@@ -414,7 +414,9 @@ class GroupedGemmRunner:
             else:
                 table.launch()
         except KernelLaunchError as e:
-            self._launch_failed(table.config, e)
+            if e.sticky:  # the context is gone: no fallback can run
+                raise
+            self._retire(table.config, f"could not launch ({e})")
             return False
         return True
 
@@ -567,11 +569,10 @@ class GroupedGemmRunner:
     def _retire_timed_out(self, table: PointerTable) -> None:
         """A wait of a launch of table's config gave up (its watchdog record is set): the
         config is not launched again, with one warning naming the config, the sizes of that
-        launch where the runner still knows them, and the wait. Returns None: the caller's
-        fast path then hands the call to the slow path, which falls back."""
+        launch where the runner still knows them, and the wait."""
         config = table.config
         if config in self.rejected:
-            return None
+            return
         timeout = table.record.read()
         sizes = self._tag_sizes.get(timeout.tag)
         self._retire(config, timeout.describe())
@@ -579,16 +580,6 @@ class GroupedGemmRunner:
         after = None if sizes is None else self._next_config(config, self.size_class(sizes))
         fallback = self.backend.fallback if after is None else self.backend.config_name(after)
         warn_once(timeout.message(self.backend.config_name(config), sizes, fallback))
-        return None
-
-    def _launch_failed(self, config, error: KernelLaunchError) -> None:
-        """A fast path's launch failed: a sticky error propagates (the context is gone); any
-        other retires the config, as on the slow path, and returns None, so that the call
-        goes to the slow path, whose plan() then names the reason and falls back."""
-        if error.sticky:
-            raise error
-        self._retire(config, f"could not launch ({error})")
-        return None
 
     def _retire(self, config, why: str) -> None:
         """config is not launched again in this process: plan() declines it with `why`, and
