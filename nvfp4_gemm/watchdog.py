@@ -47,6 +47,14 @@ class WaitSite:
     inject: str
     # the record holds the k-block before the awaited one (the K-loop's counter): add 1
     next_kblock: bool = False
+    # which hung wait is the hang's cause (hang_cause): the warps that wait here (`party`),
+    # the warps whose progress completes the wait (`waits_on`; None: another CTA's), whether
+    # it waits for a buffer to be given back (`backpressure`: it waits on the warps behind
+    # it) and whether it waits at the end of its tile (the whole tile's K-loop, or the tail)
+    party: str = ""
+    waits_on: str | None = None
+    backpressure: bool = False
+    at_end: bool = False
 
     @property
     def unit(self) -> str:
@@ -57,32 +65,43 @@ class WaitSite:
 
 WAIT_SITES = (
     WaitSite(1, "sm90.producer.empty", "sm90", "the TMA warp", "stage {stage} (empty)",
-             "the consumers leave out their releases of the first stage"),
+             "the consumers leave out their releases of the first stage",
+             party="tma", waits_on="consumers", backpressure=True),
     WaitSite(2, "sm90.producer.tail", "sm90", "the TMA warp's tail", "stage {stage} (empty)",
-             "the consumers leave out their releases of the last unit's last K-tile"),
+             "the consumers leave out their releases of the last unit's last K-tile",
+             party="tma", waits_on="consumers", backpressure=True, at_end=True),
     WaitSite(3, "sm90.consumer.full", "sm90", "the consumer warpgroups", "stage {stage} (full)",
-             "the first stage expects 16 bytes more than its loads bring", next_kblock=True),
+             "the first stage expects 16 bytes more than its loads bring", next_kblock=True,
+             party="consumers", waits_on="tma"),
     WaitSite(4, "sm90.consumer.tokens", "sm90", "the consumer warpgroups", "token buffer {stage} (full)",
-             "the consumers leave out their arrives on the first token buffer"),
+             "the consumers leave out their arrives on the first token buffer",
+             party="consumers", waits_on="consumers"),
     WaitSite(5, "sm90.fixup.flag", "sm90", "a FIXUP warpgroup", "split-K slot {stage} (flag)",
-             "the PARTIAL pieces leave their flags unset"),
+             "the PARTIAL pieces leave their flags unset", party="consumers"),
     WaitSite(11, "sm100.tma.empty", "sm100", "the TMA warp", "stage {stage} (empty)",
-             "the MMA warp leaves out its release of the first stage"),
+             "the MMA warp leaves out its release of the first stage",
+             party="tma", waits_on="mma", backpressure=True),
     WaitSite(12, "sm100.tma.tail", "sm100", "the TMA warp's tail", "stage {stage} (empty)",
-             "the MMA warp leaves out its release of its last k-block"),
+             "the MMA warp leaves out its release of its last k-block",
+             party="tma", waits_on="mma", backpressure=True, at_end=True),
     WaitSite(13, "sm100.mma.full", "sm100", "the MMA warp", "stage {stage} (full)",
-             "the first stage expects 16 bytes more than its loads bring"),
+             "the first stage expects 16 bytes more than its loads bring", party="mma", waits_on="tma"),
     WaitSite(14, "sm100.mma.acc_empty", "sm100", "the MMA warp", "accumulator {stage} (empty)",
-             "the epilogue leaves out its release of the first accumulator"),
+             "the epilogue leaves out its release of the first accumulator",
+             party="mma", waits_on="epilogue", backpressure=True),
     WaitSite(15, "sm100.mma.tail", "sm100", "the MMA warp's tail", "accumulator {stage} (empty)",
-             "the epilogue leaves out its release of its last accumulator"),
+             "the epilogue leaves out its release of its last accumulator",
+             party="mma", waits_on="epilogue", backpressure=True, at_end=True),
     WaitSite(16, "sm100.epilogue.acc_full", "sm100", "the epilogue warps", "accumulator {stage} (full)",
-             "the MMA warp leaves out its commit of the first accumulator"),
+             "the MMA warp leaves out its commit of the first accumulator",
+             party="epilogue", waits_on="mma", at_end=True),
     WaitSite(17, "sm100.teardown.mma_done", "sm100", "the epilogue's TMEM release",
              "the MMA warp's last tcgen05 operations",
-             "the MMA warp leaves out its commit of the teardown barrier"),
+             "the MMA warp leaves out its commit of the teardown barrier",
+             party="epilogue", waits_on="mma", at_end=True),
     WaitSite(18, "sm100.teardown.peer", "sm100", "the epilogue's TMEM release", "the peer CTA's epilogue",
-             "the CTA pair's second CTA leaves out its arrive on the first's teardown barrier"),
+             "the CTA pair's second CTA leaves out its arrive on the first's teardown barrier",
+             party="epilogue"),
 )
 SITE_BY_ID = {s.id: s for s in WAIT_SITES}
 SITE_BY_NAME = {s.name: s for s in WAIT_SITES}
@@ -143,10 +162,31 @@ class WatchSettings:
         return self.inject == name
 
 
-# The error record: int32 words in host-mapped memory (the claim word is in device memory)
+# A CTA's block in shared memory (WaitGuard): byte offsets. Then one note per wait site
+# (slot site id % NOTE_SLOTS) of the first wait there that gave up while it was waiting:
+# its start on the clock (0: none; the compare-and-swap that claims the note), how long it
+# waited, the site with the phase at bit 8, the stage (the split-K slot of a flag wait),
+# tile and k-block. The CTA's first hung wait is the noted one that started first; the
+# hang's cause is chosen on the host from all of them (hang_cause). BLK_ABORT_NS: the clock
+# when the CTA gave up.
+BLK_ABORT, BLK_TAG, BLK_TIMEOUT, BLK_CLAIM, BLK_RECORD, BLK_EXITS, BLK_ABORT_NS = 0, 4, 8, 16, 24, 32, 40
+BLK_NOTES = 64
+NOTE_BYTES = 32
+NOTE_SLOTS = 10
+NOTE_START, NOTE_WAITED, NOTE_WHAT = 0, 8, 16
+BLOCK_BYTES = BLK_NOTES + NOTE_BYTES * NOTE_SLOTS
+
+
+
+# The error record: int32 words in host-mapped memory (the claim word is in device memory).
+# The head holds the CTA's first hung wait (the note that started first); then the clock
+# when that CTA gave up, and a copy of all its notes (NOTE_BYTES each, as in the block)
 REC_FLAG, REC_SITE, REC_CTA, REC_TILE, REC_KBLOCK, REC_STAGE, REC_PHASE, REC_TAG = range(8)
 REC_WAITED_NS = 8  # words 8-9: the nanoseconds the wait lasted (u64)
-RECORD_WORDS = 16
+REC_ABORT_NS = 10  # words 10-11: the clock when the CTA gave up (u64)
+REC_NOTES = 16
+NOTE_WORDS = NOTE_BYTES // 4
+RECORD_WORDS = REC_NOTES + NOTE_WORDS * NOTE_SLOTS
 # the claim words, in device memory: the lock of the record's writers, then (at byte
 # CLAIM_BEST) the start on the clock of the note written so far, 0: none
 CLAIM_WORDS, CLAIM_BEST = 4, 8
@@ -193,16 +233,94 @@ def sizes_text(sizes, shown: int = 4) -> str:
     return f" on sizes [{text}]"
 
 
+@dataclasses.dataclass(frozen=True)
+class HungWait:
+    """One note of the record: a wait that gave up while it was waiting."""
+
+    site: WaitSite | None
+    site_id: int
+    start_ns: int
+    waited_ns: int
+    stage: int
+    tile: int
+    kblock: int
+    phase: int
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """Where in the CTA's schedule the waiting warps stand: (tile, k-block), the k-block
+        past every real one where the wait is at the end of its tile."""
+        return self.tile, (1 << 32) if self.site is not None and self.site.at_end else self.kblock
+
+
+def _u64(u32: Sequence[int], word: int) -> int:
+    return u32[word] | (u32[word + 1] << 32)
+
+
+def _s32(word: int) -> int:
+    return word - (1 << 32) if word & 0x80000000 else word
+
+
+def _hung_wait(site_word: int, start: int, waited: int, stage: int, tile: int, kblock: int) -> HungWait:
+    """A note's fields (unsigned words) as the wait's: the tile and k-block are signed (the
+    Hopper consumers' K-loop counter starts at -1)."""
+    site = SITE_BY_ID.get(site_word & 255)
+    tile, kblock = _s32(tile), _s32(kblock) + (1 if site is not None and site.next_kblock else 0)
+    return HungWait(site, site_word & 255, start, waited, stage, tile, kblock, site_word >> 8)
+
+
+def decode_notes(u32: Sequence[int]) -> list[HungWait]:
+    """The record's copy of the CTA's notes (unsigned words), those that are set."""
+    notes = []
+    for w in range(NOTE_SLOTS):
+        base = REC_NOTES + NOTE_WORDS * w
+        start = _u64(u32, base + NOTE_START // 4)
+        if start:
+            what = base + NOTE_WHAT // 4
+            notes.append(_hung_wait(u32[what], start, _u64(u32, base + NOTE_WAITED // 4),
+                                    *u32[what + 1:what + 4]))
+    return notes
+
+
+def waits_on(cause: HungWait, wait: HungWait) -> bool:
+    """Whether `wait` hung because of `cause` (both hung in one CTA): cause's warps are those
+    that complete wait, and they stand where they have not yet done so. A wait for data
+    (a full barrier) waits on its producer standing at or before the data's place; a wait
+    for a buffer back (backpressure) on its consumer standing before the buffer's next use
+    (strictly: a consumer waiting for the very data the producer would load next is itself
+    waiting on the producer). Which of two waits started first cannot tell this: a
+    producer that runs ahead starts its backpressure wait as the consumer hangs. A site
+    holds one note, so a wait never waits on its own site's."""
+    if cause.site_id == wait.site_id or cause.site is None or wait.site is None or wait.site.waits_on is None:
+        return False
+    if cause.site.kernel != wait.site.kernel or cause.site.party != wait.site.waits_on:
+        return False
+    if wait.site.backpressure:
+        return cause.position < wait.position
+    return cause.position <= wait.position
+
+
+def hang_cause(notes: Sequence[HungWait], abort_ns: int = 0) -> HungWait | None:
+    """The hung wait that the CTA's other hung waits waited on: among the waits that were
+    waiting when the CTA gave up (started before abort_ns; 0: all), one that waits on none
+    of the others, the first to start where several do (or where each waits on another)."""
+    before = [n for n in notes if not abort_ns or n.start_ns < abort_ns] or list(notes)
+    causes = [n for n in before if not any(waits_on(m, n) for m in before)] or before
+    return min(causes, key=lambda n: n.start_ns, default=None)
+
+
 def decode_record(words: Sequence[int]) -> WaitTimeout | None:
-    """The timeout a record holds, or None where its flag is clear."""
+    """The timeout a record holds, or None where its flag is clear: the hang's cause among
+    the CTA's notes (hang_cause), else the head's first hung wait."""
     if not words[REC_FLAG]:
         return None
     u32 = [w & 0xFFFFFFFF for w in words]
-    waited = u32[REC_WAITED_NS] | (u32[REC_WAITED_NS + 1] << 32)
-    site = SITE_BY_ID.get(u32[REC_SITE])
-    kblock = words[REC_KBLOCK] + (1 if site is not None and site.next_kblock else 0)
-    return WaitTimeout(site, u32[REC_SITE], u32[REC_CTA], u32[REC_TILE], kblock, u32[REC_STAGE],
-                       u32[REC_PHASE], u32[REC_TAG], round(waited / 1e6))
+    wait = hang_cause(decode_notes(u32), _u64(u32, REC_ABORT_NS))
+    if wait is None:
+        wait = _hung_wait(u32[REC_SITE] | (u32[REC_PHASE] << 8), 0, _u64(u32, REC_WAITED_NS),
+                          u32[REC_STAGE], u32[REC_TILE], u32[REC_KBLOCK])
+    return WaitTimeout(wait.site, wait.site_id, u32[REC_CTA], wait.tile, wait.kblock, wait.stage,
+                       wait.phase, u32[REC_TAG], round(wait.waited_ns / 1e6))
 
 
 class WatchdogRecord:
@@ -248,19 +366,6 @@ def fake_watch_args() -> tuple:
 
 
 # ------------------------------------------------------------------------- device side
-# A CTA's block in shared memory (WaitGuard): byte offsets. Then one note per wait site
-# (slot site id % NOTE_SLOTS) of the first wait there that gave up while it was waiting:
-# its start on the clock (0: none; the compare-and-swap that claims the note), how long it
-# waited, the site with the phase at bit 8, the stage (the split-K slot of a flag wait),
-# tile and k-block. The CTA's first hung wait is the noted one that started first.
-BLK_ABORT, BLK_TAG, BLK_TIMEOUT, BLK_CLAIM, BLK_RECORD, BLK_EXITS = 0, 4, 8, 16, 24, 32
-BLK_NOTES = 64
-NOTE_BYTES = 32
-NOTE_SLOTS = 10
-NOTE_START, NOTE_WAITED, NOTE_WHAT = 0, 8, 16
-BLOCK_BYTES = BLK_NOTES + NOTE_BYTES * NOTE_SLOTS
-
-
 def note_offset(site: int) -> int:
     return BLK_NOTES + NOTE_BYTES * (site % NOTE_SLOTS)
 
@@ -300,7 +405,9 @@ _SLOW = (
     "@p bra.uni WD_TIMEOUT;\n"
     "bra.uni WD_SLOW;\n"
     "WD_TIMEOUT:\n"
-    # the whole CTA gives up: every other wait at its next check
+    # the whole CTA gives up: every other wait at its next check (the clock first: a wait
+    # that started later was not waiting when the CTA gave up)
+    f"st.volatile.shared.u64 [$1+{BLK_ABORT_NS}], t;\n"
     "st.volatile.shared.u32 [$1], 1;\n"
     "WD_ABORTED:\n"
     # a wait that was waiting notes itself in its site's note, the first there only (one
@@ -417,7 +524,15 @@ def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
     it started before any note written there by another CTA (the first hang of the launch:
     a CTA that waited on this one gives up too, later, but may leave first): under the
     claim word's lock (its CAS; the holder writes a few words), the earliest start so far
-    next to it, the fields, a system-scope fence, then the flag the host polls."""
+    next to it, the fields, the clock when the CTA gave up and a copy of every note (from
+    which the host picks the hang's cause: hang_cause), a system-scope fence, then the flag
+    the host polls."""
+    copy_notes = "".join(
+        f"ld.volatile.shared.v4.u32 {{sp, st, ti, kb}}, [$0+{BLK_NOTES + NOTE_BYTES * w + 16 * h}];\n"
+        + "".join(f"st.volatile.global.u32 [rp+{4 * REC_NOTES + NOTE_BYTES * w + 16 * h + 4 * i}], {r};\n"
+                  for i, r in enumerate(("sp", "st", "ti", "kb")))
+        for w in range(NOTE_SLOTS) for h in range(2)
+    )
     _asm_effect(
         [_v(Int32(block), loc, ip), _v(Int32(note), loc, ip)],
         "{\n.reg .pred p;\n.reg .b32 c, sp, st, ti, kb;\n.reg .b64 lp, rp, t, t0, best;\n"
@@ -444,6 +559,8 @@ def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
         f"ld.shared.u32 c, [$0+{BLK_TAG}];\nst.volatile.global.u32 [rp+{4 * REC_TAG}], c;\n"
         f"mov.u32 c, %ctaid.x;\nst.volatile.global.u32 [rp+{4 * REC_CTA}], c;\n"
         f"ld.volatile.shared.u64 t, [$1+{NOTE_WAITED}];\nst.volatile.global.u64 [rp+{4 * REC_WAITED_NS}], t;\n"
+        f"ld.volatile.shared.u64 t, [$0+{BLK_ABORT_NS}];\nst.volatile.global.u64 [rp+{4 * REC_ABORT_NS}], t;\n"
+        + copy_notes +
         "fence.sc.sys;\n"
         f"st.volatile.global.u32 [rp+{4 * REC_FLAG}], 1;\n"
         "WD_UNLOCK:\n"
@@ -465,7 +582,8 @@ def store_block(block: Int32, tag: Int32, timeout: Int64, claim: Int64, record: 
         [_v(Int32(block), loc, ip), _v(Int32(tag), loc, ip), _v(Int64(timeout), loc, ip),
          _v(Int64(claim), loc, ip), _v(Int64(record), loc, ip)],
         "{\n.reg .b64 z;\nmov.u64 z, 0;\n"
-        f"st.shared.u64 [$0+{BLK_ABORT}], z;\nst.shared.u64 [$0+{BLK_EXITS}], z;\n" + clear + "}\n"
+        f"st.shared.u64 [$0+{BLK_ABORT}], z;\nst.shared.u64 [$0+{BLK_EXITS}], z;\n"
+        f"st.shared.u64 [$0+{BLK_ABORT_NS}], z;\n" + clear + "}\n"
         f"st.shared.u32 [$0+{BLK_TAG}], $1;\nst.shared.u64 [$0+{BLK_TIMEOUT}], $2;\n"
         f"st.shared.u64 [$0+{BLK_CLAIM}], $3;\nst.shared.u64 [$0+{BLK_RECORD}], $4;",
         "r,r,l,l,l,~{memory}", loc, ip,

@@ -12,6 +12,7 @@ from itertools import chain
 from pathlib import Path
 
 import pytest
+import record_words
 import torch
 
 import reference
@@ -114,16 +115,10 @@ def _raise_as_the_dsl(code: int) -> None:
 
 
 def write_record_as_the_kernel(watch, site, stage=3, tile=0, kblock=0, phase=1, cta=5, waited_ns=2_000_000_000):
-    """What the kernel's last warp out does to the config's record (watchdog.write_record):
-    the fields, then the flag."""
-    words = watch.record.words
-    for word, value in ((watchdog.REC_SITE, watchdog.SITE_BY_NAME[site].id), (watchdog.REC_STAGE, stage),
-                        (watchdog.REC_TILE, tile), (watchdog.REC_KBLOCK, kblock), (watchdog.REC_PHASE, phase),
-                        (watchdog.REC_TAG, watch.tag), (watchdog.REC_CTA, cta),
-                        (watchdog.REC_WAITED_NS, waited_ns & 0xFFFFFFFF),
-                        (watchdog.REC_WAITED_NS + 1, waited_ns >> 32)):
-        words[word] = value
-    words[watchdog.REC_FLAG] = 1
+    """What the kernel's last warp out does to the config's record (watchdog.write_record)
+    where one wait hung."""
+    note = record_words.Note(site, 1_000, tile=tile, kblock=kblock, stage=stage, phase=phase, waited_ns=waited_ns)
+    record_words.write_record(watch.record.words, [note], cta=cta, tag=watch.tag)
 
 
 @pytest.fixture
@@ -1245,10 +1240,17 @@ def test_the_record_is_read_without_the_gpu_and_decoded(stub):
         "swap_2cta_m128n256 gave up after 2000 ms in the MMA warp waiting for stage 3 (full), tile 0, "
         "k-block 0, phase 1, CTA 5; running torch._scaled_mm")
     words = watch.record.words.tolist()
-    words[watchdog.REC_SITE] = 99
+    slot = watchdog.REC_NOTES + watchdog.NOTE_WORDS * (watchdog.site_id("sm100.mma.full") % watchdog.NOTE_SLOTS)
+    what = slot + watchdog.NOTE_WHAT // 4
+    words[what] = 99 | (1 << 8)
     assert "at an unknown wait (site 99)" in watchdog.decode_record(words).describe()
-    words[watchdog.REC_SITE] = watchdog.SITE_BY_NAME["sm90.consumer.full"].id
+    words[what] = watchdog.SITE_BY_NAME["sm90.consumer.full"].id
     assert watchdog.decode_record(words).kblock == 1  # the K-loop's counter is the K-tile before
+    words[what + 3] = -1  # the counter before the first K-tile is -1 (a signed word)
+    assert watchdog.decode_record(words).kblock == 0
+    # a record whose notes are clear decodes from its head (the first wait to start)
+    words[slot:slot + watchdog.NOTE_WORDS] = [0] * watchdog.NOTE_WORDS
+    assert watchdog.decode_record(words).describe() == got.describe()
 
 
 def test_sizes_in_the_warning_are_cut_after_four_groups():
