@@ -181,8 +181,26 @@ def test_h200_validation_within_the_stated_error():
 def test_docs_hold_the_tools_tables():
     """docs/performance.md's "B200, predicted" tables are the tool's output as it is."""
     doc = (ROOT / "docs" / "performance.md").read_text()
-    for text in (cm.format_b200_table(), cm.format_changes()):
+    for text in (cm.format_b200_table(), cm.format_changes(), cm.format_first_call()):
         for line in text.splitlines():
             assert line in doc, line
     worst = max(abs(p.ranked_mean_us / m - 1) for _, m, p in cm.h200_validation())
     assert re.search(rf"within {math.ceil(worst * 100)} %", doc)
+
+
+def test_the_first_round_under_each_measured_host_cost():
+    """FIRST_CALL_COSTS: the H100 host's line goes through its measured first calls (474.6 /
+    475.6 us at G = 2, 948.9 / 702.4 at G = 8) within 18 %; a dearer first call leaves the
+    warm loop as it is and raises every shape's ranked mean, by a hundredth of the first
+    round's extra time a call."""
+    fixed, per_group = cm.H100_HOST_FIRST_CALL
+    for groups, measured in ((2, 474.6), (2, 475.6), (8, 948.9), (8, 702.4)):
+        assert fixed + per_group * groups == pytest.approx(measured, rel=0.18)
+    rows = dict(cm.first_call_table())
+    model, h100, h200 = (rows[label] for label, *_ in cm.FIRST_CALL_COSTS)
+    for cheap, dear in ((h200, model), (model, h100)):
+        for a, b in zip(cheap, dear):
+            assert a.warm_mean_us == b.warm_mean_us
+            assert b.ranked_mean_us > a.ranked_mean_us
+            extra = (b.first_round_us - a.first_round_us) / cm.RANKED_ROUNDS
+            assert b.ranked_mean_us - a.ranked_mean_us == pytest.approx(extra, rel=1e-9)

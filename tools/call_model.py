@@ -99,6 +99,11 @@ class Machine:
     # share of L2 that holds lines for a later re-read (the rest: other panels, C, the
     # flush's leftovers, and on a two-die part the other die's half)
     l2_reuse_share: float = 0.5
+    first_call_fixed_us: float = 0.0  # a call on new inputs: host time beside the per-group part
+
+    def first_call_us(self, groups: int) -> float:
+        """Host time of a call on inputs it has not seen (the ranked mode's first round)."""
+        return self.first_call_fixed_us + self.first_call_us_per_group * groups
 
     @property
     def l2_reuse_bytes(self) -> float:
@@ -503,7 +508,7 @@ def predict(plan: CallPlan, machine: Machine, groups: int) -> Prediction:
     tail = flow.makespan_us - bytes_us
     host = machine.host_call_us
     warm = loop_mean_us(gpu, host, machine.flush_us)
-    first = loop_mean_us(gpu, machine.first_call_us_per_group * groups, machine.flush_us)
+    first = loop_mean_us(gpu, machine.first_call_us(groups), machine.flush_us)
     ranked = ((RANKED_ROUNDS - 1) * warm + first) / RANKED_ROUNDS
     bounds = {"bytes": bytes_us, "mma": flow.mma_us, "in-flight": flow.inflight_us}
     binds = max(bounds, key=bounds.get)
@@ -638,6 +643,44 @@ def format_b200_table() -> str:
     return "\n".join(out)
 
 
+# The first round's host cost, as measured where the launch is real: an H100's host (16
+# cores) under DSL 4.5.2, the leaderboard runner's, first calls on new pointers of known
+# sizes with the GPU drained before each: 474.6 / 475.6 us at G = 2 (shapes 2, 3), 948.9 /
+# 702.4 at G = 8 (shapes 0, 1); a line through the means (python tools/probes/host_overhead.py
+# --calls 300, 090104d)
+H100_HOST_FIRST_CALL = (358.2, 58.4)  # (fixed us, us a group)
+FIRST_CALL_COSTS = (
+    ("2-core CPU, launch stubbed (the model's)", B200.first_call_fixed_us, B200.first_call_us_per_group),
+    ("H100's host, real launch, DSL 4.5.2", *H100_HOST_FIRST_CALL),
+    ("H200's host, inferred from the decode case", H200.first_call_fixed_us, H200.first_call_us_per_group),
+)
+
+
+def first_call_table() -> list[tuple[str, list[Prediction]]]:
+    """Today's configs on the benchmark shapes under each first-call host cost of
+    FIRST_CALL_COSTS (the warm loop is the same in all)."""
+    rows = []
+    for label, fixed, per_group in FIRST_CALL_COSTS:
+        machine = replace(B200, first_call_fixed_us=fixed, first_call_us_per_group=per_group)
+        row = []
+        for spec in task_specs("benchmarks"):
+            sizes = spec_sizes(spec)
+            row.append(predict(sm100_plan(sizes, choose_sm100_config(sizes), machine), machine, len(sizes)))
+        rows.append((label, row))
+    return rows
+
+
+def format_first_call() -> str:
+    out = ["| first call on new inputs | G = 2 / 8 us | first round, shapes 0-3 us a call | "
+           "ranked mean, shapes 0-3 us | ranked geomean us |", "|---|---|---|---|---|"]
+    for (label, fixed, per_group), (_, row) in zip(FIRST_CALL_COSTS, first_call_table()):
+        out.append(f"| {label} | {fixed + 2 * per_group:.0f} / {fixed + 8 * per_group:.0f} | "
+                   f"{' / '.join(f'{p.first_round_us:.1f}' for p in row)} | "
+                   f"{' / '.join(_ms(p.ranked_mean_us) for p in row)} | "
+                   f"{geomean([p.ranked_mean_us for p in row]):.2f} |")
+    return "\n".join(out)
+
+
 # Changes to the Blackwell kernel, each alone and all together, as the model prices them
 def _sm100_variant(sizes, cfg, change: str, machine: Machine = B200) -> Prediction:
     costs = SM100_COSTS
@@ -713,15 +756,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--h200", action="store_true", help="the model against the Hopper kernel's measured times")
     ap.add_argument("--changes", action="store_true", help="what each change to the Blackwell kernel is worth")
     ap.add_argument("--case", help="one problem as an eval.py spec line: every Blackwell config that takes it")
+    ap.add_argument("--first-call", action="store_true",
+                    help="the ranked mean under each measured host cost of a call on new inputs")
     args = ap.parse_args(argv)
-    if not (args.table or args.h200 or args.case or args.changes):
-        args.table = args.h200 = args.changes = True
+    if not (args.table or args.h200 or args.case or args.changes or args.first_call):
+        args.table = args.h200 = args.changes = args.first_call = True
     if args.table:
         print("B200, predicted (tools/call_model.py --table)\n")
         print(format_b200_table())
     if args.changes:
         print("\nB200, predicted, today's configs with each change (tools/call_model.py --changes)\n")
         print(format_changes())
+    if args.first_call:
+        print("\nB200, predicted, today's configs under each first-call host cost (tools/call_model.py --first-call)\n")
+        print(format_first_call())
     if args.h200:
         print("\nH200: the Hopper kernel, measured against predicted (tools/call_model.py --h200)\n")
         print(format_h200_validation())
