@@ -6,6 +6,7 @@ figure is the host's work plus the launch call). Without a GPU the kernel launch
 stubbed out, which measures the wrapper alone.
 
     python tools/probes/host_overhead.py [--calls 2000] [--json out.json] [--new-sizes] [--new-sizes-sequence 600]
+    python tools/probes/host_overhead.py --profile-new-pointers 3   # where a first call's time goes
 
 --new-sizes adds the host time of calls whose problem sizes were never seen (a
 mixture-of-experts layer whose M per expert changes every call): validation, the config
@@ -160,6 +161,30 @@ def new_pointers_us(data, sets: int = 12) -> float:
     return first_calls_us([fresh() for _ in range(sets)])
 
 
+def profile_new_pointers(data, sets: int = 12, top: int = 30) -> str:
+    """cProfile of `sets` first calls on new pointers (as new_pointers_us makes them, the
+    GPU drained before each, outside the profile), by cumulative time: where the first
+    round's host time goes (validation, the pointer table and its upload, the
+    descriptor-init launch, the GEMM's first launch through the DSL and its binding)."""
+    import cProfile
+    import io
+    import pstats
+
+    submission.custom_kernel(data)  # the config compiled and the sizes planned
+    inputs = [([tuple(t.clone() for t in g) for g in data[0]], data[1],
+               [tuple(t.clone() for t in g) for g in data[2]], data[3]) for _ in range(sets)]
+    prof = cProfile.Profile()
+    for d in inputs:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        prof.enable()
+        submission.custom_kernel(d)
+        prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
 def new_objects_us(data, sets: int = 50) -> float:
     """Median host time of a call on new tensor objects over the same memory (views: what a
     framework passes when it rebuilds its argument lists, or gets its outputs back from
@@ -276,12 +301,20 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
     parser.add_argument("--new-sizes", action="store_true", help="also time calls with sizes never seen")
+    parser.add_argument("--profile-new-pointers", type=int, metavar="SHAPE", default=None,
+                        help="only profile first calls on new pointers of this benchmark shape (cProfile)")
     parser.add_argument("--new-sizes-sequence", type=int, metavar="CALLS", default=0,
                         help="also time CALLS calls with new sizes, inputs made per call (mean with the GC's share)")
     args = parser.parse_args()
     stubbed = not torch.cuda.is_available()
     if stubbed:
         install_stub()
+    if args.profile_new_pointers is not None:
+        case = task_cases("benchmarks")[args.profile_new_pointers]
+        print(f"first calls on new pointers, G={case.g} N={case.n[0]} K={case.k[0]}"
+              + (" (launch stubbed)" if stubbed else ""))
+        print(profile_new_pointers(reference.generate_input(**case.args())))
+        return 0
     results = []
     cases = [(f"G={c.g} N={c.n[0]} K={c.k[0]}", c.args()) for c in task_cases("benchmarks")]
     # Same group counts on small problems: kernels shorter than the host work.
