@@ -177,7 +177,6 @@ NOTE_START, NOTE_WAITED, NOTE_WHAT = 0, 8, 16
 BLOCK_BYTES = BLK_NOTES + NOTE_BYTES * NOTE_SLOTS
 
 
-
 # The error record: int32 words in host-mapped memory (the claim word is in device memory).
 # The head holds the CTA's first hung wait (the note that started first); then the clock
 # when that CTA gave up, and a copy of all its notes (NOTE_BYTES each, as in the block)

@@ -150,15 +150,17 @@ def measure(data, calls: int) -> dict:
     }
 
 
+def fresh_copy(data):
+    """data's tensors cloned: the same sizes on pointers no call has seen."""
+    return ([tuple(t.clone() for t in g) for g in data[0]], data[1],
+            [tuple(t.clone() for t in g) for g in data[2]], data[3])
+
+
 def new_pointers_us(data, sets: int = 12) -> float:
     """Median host time of a first call on new tensors of known sizes (the leaderboard's
     first timed round: 15 such calls): validation, pointer table, descriptor init and the
     first launch, with the GPU drained before each (outside the timed region)."""
-    def fresh():
-        return ([tuple(t.clone() for t in g) for g in data[0]], data[1],
-                [tuple(t.clone() for t in g) for g in data[2]], data[3])
-
-    return first_calls_us([fresh() for _ in range(sets)])
+    return first_calls_us([fresh_copy(data) for _ in range(sets)])
 
 
 def profile_new_pointers(data, sets: int = 12, top: int = 30) -> str:
@@ -171,10 +173,8 @@ def profile_new_pointers(data, sets: int = 12, top: int = 30) -> str:
     import pstats
 
     submission.custom_kernel(data)  # the config compiled and the sizes planned
-    inputs = [([tuple(t.clone() for t in g) for g in data[0]], data[1],
-               [tuple(t.clone() for t in g) for g in data[2]], data[3]) for _ in range(sets)]
     prof = cProfile.Profile()
-    for d in inputs:
+    for d in [fresh_copy(data) for _ in range(sets)]:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         prof.enable()
