@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import struct
 import threading
 import weakref
 from collections.abc import Callable
@@ -181,6 +182,18 @@ class CallEntry:
     table: PointerTable
     outputs: list
     refs: list
+
+
+def pointer_table_rows(ptrs, sizes) -> tuple[torch.Tensor, int]:
+    """A pointer table's host rows as one int64 tensor, uploaded in one copy: the (G, 5)
+    int64 addresses (group_pointers), then the (G, 4) int32 sizes from word `sizes_at` on,
+    16-byte aligned as the kernels' pointers to them assume. Returns (rows, sizes_at)."""
+    groups = len(ptrs)
+    sizes_at = 5 * groups + (5 * groups) % 2
+    flat = bytearray(8 * sizes_at + 16 * groups)
+    struct.pack_into(f"={5 * groups}q", flat, 0, *chain.from_iterable(ptrs))
+    struct.pack_into(f"={4 * groups}i", flat, 8 * sizes_at, *chain.from_iterable(sizes))
+    return torch.frombuffer(flat, dtype=torch.int64), sizes_at
 
 
 def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
@@ -493,10 +506,15 @@ class GroupedGemmRunner:
         sched = self.schedules.get_or_create(
             (key, config), lambda: self._make_schedule(key, config, problem.device)
         )
-        table = self.pointers.get_or_create(
-            (config, sizes, ptrs),
-            lambda: self._make_table(config, compiled, sched, ptrs, sizes, problem.device),
-        )
+        try:
+            table = self.pointers.get_or_create(
+                (config, sizes, ptrs),
+                lambda: self._make_table(config, compiled, sched, ptrs, sizes, problem.device),
+            )
+        except KernelLaunchError as e:  # the descriptor init's launch
+            if not e.sticky:
+                self._retire(config, f"could not launch its descriptor init ({e})")
+            raise
         if table.record.tripped:  # an earlier launch of this config gave up
             self._retire_timed_out(table)
             raise KernelLaunchError(None, f"{b.name} kernel {b.config_name(config)}", sticky=False)
@@ -611,8 +629,10 @@ class GroupedGemmRunner:
         return TileSchedule(tables, dataclasses.replace(host, tables={}))
 
     def _make_table(self, config, compiled, sched, ptrs, sizes, device) -> PointerTable:
-        ptr_dev = to_device_async(torch.tensor(ptrs, dtype=torch.int64), device)
-        sizes_dev = to_device_async(torch.tensor(sizes, dtype=torch.int32), device)
+        host, sizes_at = pointer_table_rows(ptrs, sizes)
+        rows = to_device_async(host, device)  # one upload of both
+        ptr_dev = rows[: 5 * len(ptrs)].view(len(ptrs), 5)
+        sizes_dev = rows[sizes_at:].view(torch.int32).view(len(sizes), 4)
         # 128-byte descriptors must be 64-byte aligned; torch allocations are 256-byte aligned.
         # The init kernel writes every byte of them.
         tensormaps = torch.empty((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from .binding import bind_launch, device_ptr, fake_ptr
+from .binding import bind_launch, device_ptr, fake_ptr, launch_once
 from .common import (
     Int32,
     LayoutEnum,
@@ -1668,10 +1668,10 @@ def compile_sm100(config: Sm100Config, watch: WatchSettings = WatchSettings()) -
     )
 
     def init(ptrs, sizes, tensormaps):
-        init_fn(
+        launch_once(init_fn, (
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
             device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sizes.shape[0]),
-        )
+        ))
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
         args = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .binding import bind_launch, device_ptr, fake_ptr
+from .binding import bind_launch, device_ptr, fake_ptr, launch_once
 from .common import (
     Int32,
     Int64,
@@ -1174,10 +1174,10 @@ def compile_sm90(config: Sm90Config, watch: WatchSettings = WatchSettings()) -> 
     )
 
     def init(ptrs, sizes, tensormaps):
-        init_fn(
+        launch_once(init_fn, (
             device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
             device_ptr(tensormaps, cutlass.Int64, 128), Int32(sizes.shape[0]),
-        )
+        ))
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
         # without split-K the kernel is compiled without any access to the scratch

@@ -284,6 +284,55 @@ def test_later_launches_take_the_executors_entry_point(kernel_path):
         assert verbose_allclose(y, e, rtol=1e-3, atol=1e-3) == [], f"group {g}"
 
 
+def test_new_pointer_tables_launch_without_the_dsls_packing(kernel_path, monkeypatch):
+    """The ranked mode's first round: new pointers, same sizes. The first table's launches
+    (descriptor init and GEMM) go through the DSL and teach the runner each function's
+    packing (binding.bind_launch); a later table's pack their arguments themselves, none
+    through the DSL's generate_execution_args, and compute what the reference does."""
+    from cutlass.base_dsl import jit_executor
+
+    packings = []
+    dsl_packing = jit_executor.JitCompiledFunction.generate_execution_args
+
+    def counted(self, *args, **kwargs):
+        packings.append(getattr(self, "__name__", "?"))
+        return dsl_packing(self, *args, **kwargs)
+
+    monkeypatch.setattr(jit_executor.JitCompiledFunction, "generate_execution_args", counted)
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[kernel_path](),
+                                          torch.cuda.get_device_properties(0).multi_processor_count,
+                                          self_check=False, device_index=torch.cuda.current_device())
+    for seed in (72, 73, 74):
+        data = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=seed)
+        expected = reference.ref_kernel(_clone(data))
+        problem = submission.validate_inputs(data)
+        config, reason = runner.plan(problem)
+        assert config is not None, reason
+        out = runner.run(data, problem, config)
+        torch.cuda.synchronize()
+        for g, (o, e) in enumerate(zip(out, expected)):
+            assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"seed {seed}, group {g}"
+        if seed == 72:
+            first_table = list(packings)
+            assert len(first_table) >= 2, packings  # the init and the GEMM, through the DSL once each
+    assert packings == first_table, f"later tables went through the DSL's packing: {packings[len(first_table):]}"
+    assert len(runner.pointers) == 3 and runner.launches == 3
+
+
+def test_a_small_table_upload_reads_the_host_buffer_at_the_call():
+    """to_device_async copies a small table from pageable memory without waiting for the
+    queue: the driver stages the bytes at the call, so the host buffer may change (or be
+    freed) at once, while the queue is still busy."""
+    values = list(range(-(10**12), -(10**12) + 48))
+    for _ in range(5):
+        torch.cuda._sleep(50_000_000)  # the queue is busy for tens of milliseconds
+        host = torch.tensor(values, dtype=torch.int64)
+        device = submission.to_device_async(host, torch.device("cuda"))
+        host.fill_(-1)
+        torch.cuda.synchronize()
+        assert device.tolist() == values
+
+
 def test_bitwise_deterministic():
     """Six calls on the same inputs give the same bits (poisoned between calls, so a call
     that computed nothing would not), and match the reference."""

@@ -53,6 +53,7 @@ class StubKernel:
         self.builds = []  # the WatchSettings of each compile
         self.launched_builds = []  # which compile (1, 2, ...) each launch ran
         self.fail_from = None  # (launch number, CUDA error): that launch and later ones raise it
+        self.init_fails = None  # CUDA error: every descriptor init's launch raises it
         self.corrupt_sizes = None  # sizes list whose launches get `corrupt` (None: every launch)
 
     def backend(self):
@@ -76,6 +77,8 @@ class StubKernel:
 
         def init(ptrs, sizes, tensormaps):
             self.inits += 1
+            if self.init_fails is not None:
+                _raise_as_the_dsl(self.init_fails)
             self.init_sizes.append(sizes.tolist())
             tensormaps.fill_(7)  # stands for the descriptors
 
@@ -709,6 +712,31 @@ def test_a_sticky_launch_error_on_a_fast_path_propagates(stub):
     data = stub.register(_data(65))
     dispatch.custom_kernel(data)
     stub.fail_from = (2, 700)
+    with pytest.raises(binding.KernelLaunchError, match="CUDA error 700"):
+        dispatch.custom_kernel(data)
+    assert not stub.runner.rejected
+
+
+@pytest.mark.parametrize("code", [1, 912])
+def test_a_descriptor_init_that_cannot_launch_retires_the_config_and_falls_back(stub, code):
+    """The descriptor init's launch refused with the context usable (new pointers): the call
+    returns the fallback's exact result with one warning naming the error; the config is
+    retired, so a later call does not try it again."""
+    stub.init_fails = code
+    data = stub.register(_data(66))
+    first, second, messages = _twice_with_warnings(_poisoned(data))
+    assert stub.inits == 1 and stub.launches == 0
+    assert ("cfg", 128, 128) in stub.runner.rejected
+    assert "descriptor init" in stub.runner.rejected[("cfg", 128, 128)]
+    assert len(messages) == 1 and f"CUDA error {code}" in messages[0], messages
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+    assert len(stub.runner.pointers) == 0  # no table of a failed init is kept
+
+
+def test_a_descriptor_init_that_faults_propagates(stub):
+    stub.init_fails = 700
+    data = stub.register(_data(67))
     with pytest.raises(binding.KernelLaunchError, match="CUDA error 700"):
         dispatch.custom_kernel(data)
     assert not stub.runner.rejected

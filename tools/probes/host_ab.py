@@ -3,6 +3,7 @@ measured in alternating rounds, so that the host's drift (which moves single-fil
 by more than most host-side changes) hits both alike.
 
     python tools/probes/host_ab.py OLD.py NEW.py [--rounds 8] [--calls 1000]
+    python tools/probes/host_ab.py OLD.py NEW.py --first-round [--rounds 3]
 
 Per benchmark shape of task.yml (and small problems of their group counts) and per file, the median over rounds of the host time per
 call (tools/probes/host_overhead.py's back_to_back_us: medians of 5 batches) two ways:
@@ -14,6 +15,12 @@ call (tools/probes/host_overhead.py's back_to_back_us: medians of 5 batches) two
 On a GPU each round also times torch.cuda._sleep and the bare driver launch of an empty
 kernel (host_overhead.driver_launch_floor_us), the host's launch floors then; without one
 the launches are stubbed (host_overhead.install_stub), which times the wrapper alone.
+
+--first-round (GPU only) times instead the ranked mode's first round, whose 15 calls meet
+their inputs for the first time: per shape, round and file, 15 new inputs as eval.py
+makes them, a warm-up call on a clone of each, the L2 flushed, then the 15 calls, with
+the host time of each call and CUDA events around the round. Every round's inputs stay
+allocated until the shape is done, so no call meets addresses an earlier one used.
 """
 
 import argparse
@@ -27,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+import eval as harness  # noqa: E402
 import reference  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 from tools.probes.host_overhead import (  # noqa: E402
@@ -56,15 +64,63 @@ def shape_inputs(args: dict) -> list:
     return [reference.generate_input(**{**args, "seed": args["seed"] + i}) for i in range(INPUTS_PER_SHAPE)]
 
 
+def first_round(mod, case_args: dict, kept: list) -> tuple[float, float]:
+    """(host us a call, GPU us a call) of one first round of `mod` on new inputs of the case;
+    the inputs are appended to `kept`."""
+    import time
+
+    inputs = harness._benchmark_inputs(harness.TestCase(dict(case_args), ""))
+    kept.append(inputs)
+    for d in inputs:
+        mod.custom_kernel(harness._clone_data(d))
+    torch.cuda.synchronize()
+    harness.clear_l2_cache()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    host = 0.0
+    start.record()
+    for d in inputs:
+        t0 = time.perf_counter()
+        mod.custom_kernel(d)
+        host += time.perf_counter() - t0
+    end.record()
+    torch.cuda.synchronize()
+    return host * 1e6 / len(inputs), start.elapsed_time(end) * 1e3 / len(inputs)
+
+
+def first_rounds(mods: dict, rounds: int) -> None:
+    for c in task_cases("benchmarks"):
+        label = f"G={c.g} N={c.n[0]} K={c.k[0]}"
+        kept = []
+        out = {name: ([], []) for name in mods}
+        for _ in range(rounds):
+            for name, mod in mods.items():
+                host, gpu = first_round(mod, c.args(), kept)
+                out[name][0].append(host)
+                out[name][1].append(gpu)
+        for name, (host, gpu) in out.items():
+            print(f"{label:<20} {name}: first round host median {statistics.median(host):.1f} us a call "
+                  f"(rounds {min(host):.1f}-{max(host):.1f}); GPU {statistics.median(gpu):.1f} us a call "
+                  f"({min(gpu):.1f}-{max(gpu):.1f})")
+        del kept
+    print(f"({torch.cuda.get_device_name()}; {rounds} alternating first rounds of 15 calls per file and shape)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--first-round", action="store_true", help="time first rounds on new inputs (GPU)")
     args = parser.parse_args()
-    mods = {"old": load(args.old, "sub_old"), "new": load(args.new, "sub_new")}
     cuda = torch.cuda.is_available()
+    if args.first_round and not cuda:
+        print("--first-round needs a GPU: the launches are real", file=sys.stderr)
+        return 2
+    mods = {"old": load(args.old, "sub_old"), "new": load(args.new, "sub_new")}
+    if args.first_round:
+        first_rounds(mods, args.rounds)
+        return 0
     floors, driver_floors = [], []
     cases = [(f"G={c.g} N={c.n[0]} K={c.k[0]}", c.args()) for c in task_cases("benchmarks")]
     # the same group counts on small problems: kernels shorter than the host work, so
