@@ -104,7 +104,7 @@ def first_round(test) -> None:
     finally:
         clock.uninstall()
     n = len(data_list)
-    print(f"{harness.spec_problem(test.args)}: first round host {sum(host) / n:.0f} us a call "
+    print(f"{harness.spec_line(test.args)}: first round host {sum(host) / n:.0f} us a call "
           f"(median {sorted(host)[n // 2]:.0f}, max {max(host):.0f})")
     for name, (total, count) in sorted(clock.totals.items(), key=lambda kv: -kv[1][0]):
         print(f"   {name:<36} {total / n:8.1f} us a call ({count} calls)")
