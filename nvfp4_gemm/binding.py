@@ -35,9 +35,9 @@ def int32_rows(rows: Sequence[Sequence[int]]) -> torch.Tensor:
 # A host-to-device copy from pageable memory at most this large is staged by the driver at
 # the call, and the host goes on without waiting for the queue to reach it (CUDA's "API
 # synchronization behavior": an asynchronous copy from pageable memory may be synchronous;
-# for a few KiB it is not). Measured on an H200 with the queue busy for 3 ms: a 384-byte
-# table in 13 us (pinned: 23 us, its pin_memory the larger part), the host's buffer read at
-# the call (python tools/probes/first_call.py --uploads).
+# for a few KiB it is not). Measured on an H100 with the queue busy for 3 ms, on 4e59b51:
+# a 384-byte table in 12 us (pinned: 28 us, its pin_memory the larger part), the host's
+# buffer read at the call (python tools/probes/first_call.py --uploads).
 PAGEABLE_UPLOAD_BYTES = 64 << 10
 
 
