@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from .common import Float32, Int32, Int64, Uint32, dsl_user_op, llvm
+from .common import Float32, Int32, Int64, Uint32, cute, cutlass, dsl_user_op, llvm
 
 # The decode leaves both operands 2^-6 below their value (decode_e2m1_word), so the fp32
 # accumulators hold 2^-12 of the products: exactly, since every product is at least 2^-32.
@@ -255,6 +255,29 @@ def bulk_wait_read(pred: Int32, pending: int = 0, *, loc=None, ip=None) -> None:
 @dsl_user_op
 def prefetch_l1(addr: Int64, *, loc=None, ip=None) -> None:
     _asm_effect([_v(Int64(addr), loc, ip)], "prefetch.global.L1 [$0];", "l", loc, ip)
+
+
+@dsl_user_op
+def prefetch_l2(addr: Int64, *, loc=None, ip=None) -> None:
+    """Brings a global line into L2 and no nearer. L2 is where every SM's global writes
+    land, so the line can never be stale: a line that another kernel is still writing
+    (a descriptor the init kernel writes) is safe to prefetch before the grid dependency
+    wait, where a load or an L1 prefetch could keep the old bytes in this SM's L1."""
+    _asm_effect([_v(Int64(addr), loc, ip)], "prefetch.global.L2 [$0];", "l", loc, ip)
+
+
+@cute.jit
+def prefetch_lines(base: Int64, nbytes: Int32, lane: Int32, l2_only: cutlass.Constexpr[bool]) -> None:
+    """Every 128-byte line of [base, base + nbytes) (nbytes > 0), a warp's lanes taking
+    every 32nd: into L1 (and L2), or with l2_only into L2 alone (prefetch_l2)."""
+    first = base >> 7
+    lines = Int32(((base + Int64(nbytes) - 1) >> 7) - first + 1)
+    for i in cutlass.range(lane, lines, 32, unroll=1):
+        addr = (first + Int64(i)) << 7
+        if cutlass.const_expr(l2_only):
+            prefetch_l2(addr)
+        else:
+            prefetch_l1(addr)
 
 
 @dsl_user_op

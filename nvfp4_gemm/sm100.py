@@ -13,6 +13,7 @@ import torch
 from .binding import bind_launch, device_ptr, fake_ptr, launch_once
 from .common import (
     Int32,
+    Int64,
     LayoutEnum,
     SmemAllocator,
     TensorMapManager,
@@ -28,6 +29,7 @@ from .common import (
     warn_once,
 )
 from .kernel_runner import CompiledKernels, KernelBackend
+from .ptx import prefetch_l1, prefetch_lines
 from .schedule import build_tile_schedule, columns_together, size_class
 from .watchdog import (
     BLOCK_BYTES,
@@ -886,6 +888,9 @@ class Sm100BlockScaledGroupedGemm:
         block_in_cluster_coord_vmnk = lay.cluster_vmnk.get_flat_coord(cta_rank_in_cluster)
         block_in_cluster_coord_sfb_vmnk = lay.cluster_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
 
+        if warp_idx == self.tma_warp_id:
+            self.prefetch_start(mSizes, mSched, mDesc, cluster_idx, num_tiles)
+
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         # the watchdog's block, ordered before any wait by the CTA barrier (the clusters'
@@ -1057,6 +1062,25 @@ class Sm100BlockScaledGroupedGemm:
                 num_clusters,
                 num_tiles,
             )
+
+    @cute.jit
+    def prefetch_start(self, mSizes, mSched, mDesc, cluster_idx, num_tiles):
+        """The TMA warp pulls in what the CTA's first tile reads, before the grid dependency
+        wait, as the Hopper kernel does (Sm90GroupedGemm.prefetch_schedule): into L1 its
+        schedule row and every group's sizes, host-written tables that no kernel writes;
+        into L2 only, every group's descriptors, which the init kernel writes and which an
+        L2 prefetch cannot hold stale (ptx.prefetch_l2). After the harness's L2 flush each
+        of these is a DRAM round trip in the chain schedule row -> sizes -> descriptor ->
+        first TMA; prefetched here they overlap the previous kernel's tail."""
+        lane = cute.arch.lane_idx()
+        num_groups = cute.size(mSizes, mode=[0])
+        if lane == 0:
+            if cluster_idx < num_tiles:
+                row = mSched.iterator.toint() + Int64(cluster_idx) * (3 * 4)
+                prefetch_l1(row)
+                prefetch_l1(row + (3 * 4 - 1))  # a row may straddle two lines
+        prefetch_lines(mSizes.iterator.toint(), num_groups * (4 * 4), lane, False)
+        prefetch_lines(mDesc.iterator.toint(), num_groups * (SM100_NUM_DESC * SM100_DESC_BYTES), lane, True)
 
     @cute.jit
     def _mma_tile_coord(self, mSched: cute.Tensor, t: cutlass.Int32):

@@ -30,6 +30,7 @@ from .ptx import (
     ld_shared_v4,
     pack_acc_f16x2,
     prefetch_l1,
+    prefetch_lines,
     scale_pair,
     scale_single,
     st_global_b16,
@@ -417,8 +418,8 @@ class Sm90Fp4GroupedGemm:
     ):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        if tidx == 0:
-            self.prefetch_schedule(sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride, num_groups)
+        if warp_idx == 0:
+            self.prefetch_schedule(sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, unit_stride, num_groups)
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
@@ -479,22 +480,31 @@ class Sm90Fp4GroupedGemm:
                           tok_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span, split)
 
     @cute.jit
-    def prefetch_schedule(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, unit_stride, num_groups):
-        """Pulls into L1 what the start of a CTA reads: its ranges row, its first unit (at row
+    def prefetch_schedule(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, unit_stride, num_groups):
+        """Warp 0 pulls in what the start of a CTA reads, before the grid dependency wait.
+
+        Into L1, the host-written tables: this CTA's ranges row, its first unit (at row
         bidx * unit_stride) and every group's sizes and pointers. Without it they are three
         dependent global loads (ranges -> unit -> sizes and pointers) before the first TMA
-        issue, about 0.4 us each on the H200 (tools/probes/sm90_trace.py timeline). Prefetched at
-        entry, while the barriers are initialized, they moved the first TMA issue from
-        1.97 to 1.50-1.60 us (the unit's read still trails the ranges row by ~0.5 us).
-        The tables are written only by host copies ordered before the launch, never by a
-        kernel, so this may run before the programmatic-launch wait."""
+        issue, about 0.4 us each on the H200 (tools/probes/sm90_trace.py timeline). Prefetched
+        at entry, while the barriers are initialized, they moved the first TMA issue from
+        1.97 to 1.50-1.60 us (the unit's read still trails the ranges row by ~0.5 us). The
+        tables are written only by host copies ordered before the launch, never by a kernel,
+        so an L1 copy cannot be stale.
+
+        Into L2 only, every group's descriptors: after the harness's L2 flush a TMA's first
+        descriptor fetch is a DRAM round trip. The init kernel writes them, and it may be
+        the kernel this grid overlaps, but an L2 prefetch cannot be stale (ptx.prefetch_l2);
+        the TMA reads them after the wait and the proxy acquire. Lanes share the lines, so
+        64 groups cost each lane 6 prefetches."""
         bidx, _, _ = cute.arch.block_idx()
-        prefetch_l1(ranges_ptr.toint() + Int64(bidx) * (RANGE_FIELDS * 4))
-        prefetch_l1(units_ptr.toint() + Int64(bidx * unit_stride) * (UNIT_FIELDS * 4))
-        for line in cutlass.range((num_groups * (4 * 4) + 127) // 128, unroll=1):
-            prefetch_l1(sizes_ptr.toint() + Int64(line) * 128)
-        for line in cutlass.range((num_groups * (5 * 8) + 127) // 128, unroll=1):
-            prefetch_l1(ptrs_ptr.toint() + Int64(line) * 128)
+        lane = cute.arch.lane_idx()
+        if lane == 0:
+            prefetch_l1(ranges_ptr.toint() + Int64(bidx) * (RANGE_FIELDS * 4))
+            prefetch_l1(units_ptr.toint() + Int64(bidx * unit_stride) * (UNIT_FIELDS * 4))
+        prefetch_lines(sizes_ptr.toint(), num_groups * (4 * 4), lane, False)
+        prefetch_lines(ptrs_ptr.toint(), num_groups * (5 * 8), lane, False)
+        prefetch_lines(tmaps_ptr.toint(), num_groups * (SM90_NUM_DESC * SM90_DESC_BYTES), lane, True)
 
     @cute.jit
     def release_stage(self, ab_pipeline, state, fault=None):

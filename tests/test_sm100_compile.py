@@ -105,6 +105,10 @@ def test_compile_sm100(dsl, config, tmp_path):
     assert gemm["tensormap_replace"] == 0, "the GEMM must not rewrite descriptors"
     assert init["tensormap_replace"] > 0
     assert gemm["pdl_wait"] == 1 and gemm["global_before_pdl_wait"] == 0, "PDL: global access before the wait"
+    # before the wait, prefetch_start's: the schedule row (two addresses) and the sizes'
+    # lines into L1, host-written; the descriptors into L2 only
+    assert gemm["l1_prefetch_before_pdl_wait"] == 3, gemm["l1_prefetch_before_pdl_wait"]
+    assert gemm["l2_prefetch_before_pdl_wait"] >= 1, "descriptors not prefetched before the wait"
     for kernel in (gemm, init):
         for res in kernel["ptxas"].values():
             assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res

@@ -59,9 +59,13 @@ def test_sm90_ptx_has_wgmma_and_no_local_memory(tmp_path, cfg):
     expected = {"st.shared.v2.b32", "st.shared.b32"} if few_rows else {"st.shared.v4.b32"}
     assert tokens and set(tokens) == expected, sorted(set(stores))
     assert set(stores) - set(tokens) <= {"st.shared.u32", "st.shared.u64"}, sorted(set(stores))
-    # programmatic dependent launch: no global load may come before the grid dependency wait
+    # programmatic dependent launch: no global load may come before the grid dependency
+    # wait; prefetch_schedule's L1 prefetches (host-written tables) and the descriptors'
+    # L2 prefetch do
     wait = ptx.index("griddepcontrol.wait;")
-    assert "ld.global" not in ptx[:wait] and "cp.async.bulk" not in ptx[:wait]
+    before = ptx[:wait]
+    assert "ld.global" not in before and "cp.async.bulk" not in before and "prefetch.tensormap" not in before
+    assert "prefetch.global.L1" in before and "prefetch.global.L2" in before
 
 
 # SASS instructions per K-tile of the first phase's K-loop (DSL 4.8.1's own compile). The

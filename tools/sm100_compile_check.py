@@ -179,6 +179,13 @@ def watchdog_ptx(text: str) -> dict:
     }
 
 
+def _count_before_wait(pattern: str, text: str) -> int | None:
+    """Occurrences of pattern before the grid dependency wait (None: no wait)."""
+    if "griddepcontrol.wait;" not in text:
+        return None
+    return len(re.findall(pattern, text.split("griddepcontrol.wait;")[0]))
+
+
 def scan_ptx(ptx: Path) -> dict:
     text = ptx.read_text()
     return {
@@ -193,10 +200,12 @@ def scan_ptx(ptx: Path) -> dict:
         "pdl_wait": len(re.findall(r"griddepcontrol\.wait;", text)),
         # global loads, bulk copies or descriptor prefetches before the grid dependency wait:
         # with programmatic dependent launch they could read what the previous kernel writes
-        "global_before_pdl_wait": len(re.findall(
-            r"\bld\.global|cp\.async\.bulk|prefetch\.tensormap|\bprefetch\.global",
-            text.split("griddepcontrol.wait;")[0],
-        )) if "griddepcontrol.wait;" in text else None,
+        "global_before_pdl_wait": _count_before_wait(
+            r"\bld\.global|cp\.async\.bulk|prefetch\.tensormap", text),
+        # L1 prefetches there are safe only of host-written tables (the schedule row, the
+        # sizes); L2 prefetches of anything (prefetch_start)
+        "l1_prefetch_before_pdl_wait": _count_before_wait(r"\bprefetch\.global\.L1\b", text),
+        "l2_prefetch_before_pdl_wait": _count_before_wait(r"\bprefetch\.global\.L2\b", text),
         "watchdog": watchdog_ptx(text),
     }
 
