@@ -2,14 +2,17 @@
 leaderboard's first timed round meets it; and what a small table's upload costs with the
 queue busy.
 
-    python tools/probes/first_call.py [--case 3] [--spec-file tools/regime_specs.txt]
+    python tools/probes/first_call.py [--case 3] [--spec-file tools/regime_specs.txt] [--no-gc]
     python tools/probes/first_call.py --uploads
 
 As bench_rounds.py does (eval.py's _run_single_benchmark): 15 inputs, a warm-up call on a
 clone of each, the L2 flushed, then one round of the 15 calls, each on pointers it has not
 seen. Every phase of the call (validation, the fast paths' lookups, planning, the pointer
 table with its upload and descriptor init, the GEMM's first launch) is timed by a wrapper
-around its function; a phase's time includes the phases it calls. --uploads times a
+around its function; a phase's time includes the phases it calls. A first launch is split
+into its arguments' C pointers, the packed array and the executor's C entry point, and
+the garbage collector's passes are a phase of their own; --no-gc runs each round again
+with the collector off. --uploads times a
 384-byte table's copy to the device from pinned and from pageable memory while the queue
 is busy for 3 ms, and checks that the pageable copy reads the host buffer at the call.
 Needs a GPU.
@@ -18,6 +21,7 @@ Needs a GPU.
 import argparse
 import collections
 import functools
+import gc
 import sys
 import time
 from pathlib import Path
@@ -32,7 +36,10 @@ from tests.cases import task_cases  # noqa: E402
 
 PHASES = {
     submission.GroupedGemmRunner: ("run_cached", "plan", "_run", "_make_table", "_remember_call", "build"),
-    submission: ("validate_inputs", "to_device_async", "group_pointers", "get_runner"),
+    # a new table's first launch, split: its arguments' C pointers, the packed array
+    # (ExecutorEntry.launcher), and the executor's C entry point ("capi" below)
+    submission: ("validate_inputs", "to_device_async", "group_pointers", "get_runner", "c_pointers"),
+    submission.ExecutorEntry: ("launcher",),
 }
 
 
@@ -79,20 +86,52 @@ class PhaseClock:
             timed_launch.how = launch.how
             return timed_launch
         submission.bind_launch = bind_launch
+        # the first call of each packed array's entry point, alone
+        packed = submission.ExecutorEntry.launcher
+
+        def launcher(entry, pointers, keep):
+            launch = packed(entry, pointers, keep)
+            state = {"first": True}
+
+            def timed_launch():
+                if state["first"]:
+                    state["first"] = False
+                    return clock.wrap(f"capi of {entry.name}, first call", launch)()
+                return launch()
+            timed_launch.how, timed_launch.keep = launch.how, launch.keep
+            return timed_launch
+        self._saved.append((submission.ExecutorEntry, "launcher", submission.ExecutorEntry.launcher))
+        submission.ExecutorEntry.launcher = launcher
+        # the garbage collector's passes, as a phase of their own
+        self._gc_start = [0.0]
+
+        def on_gc(phase, info):
+            if phase == "start":
+                self._gc_start[0] = time.perf_counter()
+            else:
+                entry = self.totals[f"gc generation {info['generation']}"]
+                entry[0] += (time.perf_counter() - self._gc_start[0]) * 1e6
+                entry[1] += 1
+        self._on_gc = on_gc
+        gc.callbacks.append(on_gc)
 
     def uninstall(self) -> None:
+        if getattr(self, "_on_gc", None) in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved.clear()
 
 
-def first_round(test) -> None:
+def first_round(test, no_gc: bool = False) -> None:
     data_list = harness._benchmark_inputs(test)
     for data in data_list:
         submission.custom_kernel(harness._clone_data(data))
     torch.cuda.synchronize()
     clock = PhaseClock()
     clock.install()
+    if no_gc:
+        gc.disable()
     try:
         harness.clear_l2_cache()
         host = []
@@ -102,9 +141,10 @@ def first_round(test) -> None:
             host.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize()
     finally:
+        gc.enable()
         clock.uninstall()
     n = len(data_list)
-    print(f"{harness.spec_line(test.args)}: first round host {sum(host) / n:.0f} us a call "
+    print(f"{harness.spec_line(test.args)}{' (gc off)' if no_gc else ''}: first round host {sum(host) / n:.0f} us a call "
           f"(median {sorted(host)[n // 2]:.0f}, max {max(host):.0f})")
     for name, (total, count) in sorted(clock.totals.items(), key=lambda kv: -kv[1][0]):
         print(f"   {name:<36} {total / n:8.1f} us a call ({count} calls)")
@@ -146,6 +186,7 @@ def main() -> int:
     ap.add_argument("--case", type=int, action="append", help="index into task.yml's benchmarks (or --spec-file's)")
     ap.add_argument("--spec-file", default=None)
     ap.add_argument("--uploads", action="store_true")
+    ap.add_argument("--no-gc", action="store_true", help="also time each round with the garbage collector off")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("needs a GPU: a first round's host time is the real launch path's", file=sys.stderr)
@@ -161,6 +202,8 @@ def main() -> int:
         tests = [harness.TestCase(dict(specs[i].args()), "") for i in (args.case or range(len(specs)))]
     for test in tests:
         first_round(test)
+        if args.no_gc:
+            first_round(test, no_gc=True)
     return 0
 
 
