@@ -10,7 +10,7 @@ clone of each, the L2 flushed, then one round of the 15 calls, each on pointers 
 seen. Every phase of the call (validation, the fast paths' lookups, planning, the pointer
 table with its upload and descriptor init, the GEMM's first launch) is timed by a wrapper
 around its function; a phase's time includes the phases it calls. A first launch is split
-into its arguments' C pointers, the packed array and the executor's C entry point, and
+into its arguments' packed values, the packed array and the executor's C entry point, and
 the garbage collector's passes are a phase of their own; --no-gc runs each round again
 with the collector off. --uploads times a
 384-byte table's copy to the device from pinned and from pageable memory while the queue
@@ -22,6 +22,7 @@ import argparse
 import collections
 import functools
 import gc
+import inspect
 import sys
 import time
 from pathlib import Path
@@ -35,10 +36,12 @@ import submission  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
 PHASES = {
-    submission.GroupedGemmRunner: ("run_cached", "plan", "_run", "_make_table", "_remember_call", "build"),
-    # a new table's first launch, split: its arguments' C pointers, the packed array
-    # (ExecutorEntry.launcher), and the executor's C entry point ("capi" below)
-    submission: ("validate_inputs", "to_device_async", "group_pointers", "get_runner", "c_pointers"),
+    submission.GroupedGemmRunner: ("run_cached", "plan", "_run", "_make_table", "_remember_call", "build",
+                                   "call_key", "layout_key"),
+    # a new table's first launch, split: its arguments' values packed (pack_values), the
+    # packed array (ExecutorEntry.launcher), and the executor's C entry point ("capi" below)
+    submission: ("validate_inputs", "to_device_async", "group_pointers", "get_runner", "pointer_table_rows",
+                 "pack_values"),
     submission.ExecutorEntry: ("launcher",),
 }
 
@@ -67,9 +70,11 @@ class PhaseClock:
     def install(self) -> None:
         for owner, names in PHASES.items():
             for name in names:
+                raw = inspect.getattr_static(owner, name)
                 fn = getattr(owner, name)
-                self._saved.append((owner, name, fn))
-                setattr(owner, name, self.wrap(name, fn))
+                self._saved.append((owner, name, raw))
+                timed = self.wrap(name, fn)
+                setattr(owner, name, staticmethod(timed) if isinstance(raw, staticmethod) else timed)
         bind = submission.bind_launch
         self._saved.append((submission, "bind_launch", bind))
         clock = self
