@@ -67,6 +67,20 @@ class PhaseClock:
                 entry[1] += 1
         return timed
 
+    def first_call_timed(self, name: str, launch):
+        """`launch` with its first call timed as phase `name` (its attributes kept)."""
+        state = {"first": True}
+
+        def timed_launch():
+            if state["first"]:
+                state["first"] = False
+                return self.wrap(name, launch)()
+            return launch()
+        for attr in ("how", "keep"):
+            if hasattr(launch, attr):
+                setattr(timed_launch, attr, getattr(launch, attr))
+        return timed_launch
+
     def install(self) -> None:
         for owner, names in PHASES.items():
             for name in names:
@@ -77,35 +91,16 @@ class PhaseClock:
                 setattr(owner, name, staticmethod(timed) if isinstance(raw, staticmethod) else timed)
         bind = submission.bind_launch
         self._saved.append((submission, "bind_launch", bind))
-        clock = self
 
         def bind_launch(fn, args):
-            launch = bind(fn, args)
-            state = {"first": True}
-
-            def timed_launch():
-                if state["first"]:
-                    state["first"] = False
-                    return clock.wrap(f"first launch of {getattr(fn, '__name__', 'kernel')}", launch)()
-                return launch()
-            timed_launch.how = launch.how
-            return timed_launch
+            return self.first_call_timed(f"first launch of {getattr(fn, '__name__', 'kernel')}", bind(fn, args))
         submission.bind_launch = bind_launch
         # the first call of each packed array's entry point, alone
         packed = submission.ExecutorEntry.launcher
 
-        def launcher(entry, pointers, keep):
-            launch = packed(entry, pointers, keep)
-            state = {"first": True}
-
-            def timed_launch():
-                if state["first"]:
-                    state["first"] = False
-                    return clock.wrap(f"capi of {entry.name}, first call", launch)()
-                return launch()
-            timed_launch.how, timed_launch.keep = launch.how, launch.keep
-            return timed_launch
-        self._saved.append((submission.ExecutorEntry, "launcher", submission.ExecutorEntry.launcher))
+        def launcher(entry, addresses, keep):
+            return self.first_call_timed(f"capi of {entry.name}, first call", packed(entry, addresses, keep))
+        self._saved.append((submission.ExecutorEntry, "launcher", packed))
         submission.ExecutorEntry.launcher = launcher
         # the garbage collector's passes, as a phase of their own
         self._gc_start = [0.0]
