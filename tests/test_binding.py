@@ -209,6 +209,70 @@ def test_the_dsl_452_packs_our_argument_kinds_as_their_own_c_pointers(tmp_path):
     assert version.startswith("4.5") and (same, other) == ("True", "False")
 
 
+_KERNEL_PACKING = """
+import sys, types
+sys.path.insert(0, {root!r})
+from nvfp4_gemm import binding, {module}
+from nvfp4_gemm.sm90_config import make_sm90_config
+from nvfp4_gemm.watchdog import LaunchWatch
+
+captured = {{}}
+{module}.bind_launch = lambda fn, args: captured.setdefault("gemm", (fn, args))
+{module}.launch_once = lambda fn, args: captured.setdefault("init", (fn, args))
+kernels = {compile}
+base = iter(range(0x7F0000001000, 0x7F0000100000, 0x1000))  # 4 KiB apart: every alignment holds
+
+
+def table(shape=(2,)):
+    address = next(base)
+    return types.SimpleNamespace(data_ptr=lambda: address, shape=shape)
+
+
+sizes, ptrs, tensormaps = table((2, 4)), table(), table()
+sched = types.SimpleNamespace(schedule=table(), tables=dict(ranges=table(), units=table()),
+                              host=types.SimpleNamespace(num_tiles=10, grid=74, unit_stride=3))
+scratch = types.SimpleNamespace(partials=table(), flags=table())
+record = types.SimpleNamespace(words=table(), claim=table())
+kernels.init(ptrs, sizes, tensormaps)
+kernels.prepare(sizes, ptrs, tensormaps, sched, scratch, LaunchWatch(record, 3, 10**10))
+for name, (fn, args) in sorted(captured.items()):
+    objects = binding.dsl_args(args)
+    exe_args, _keep = fn.generate_execution_args(*objects)
+    print(name, binding.packs_like_the_dsl(args, exe_args))
+"""
+
+_KERNELS = {
+    "sm90": ("sm_90a", "sm90.compile_sm90(make_sm90_config(256, split_k=2))"),
+    "sm100": ("sm_100a", "sm100.compile_sm100(sm100.SM100_NAMED_CONFIGS['swap_2cta_m128n256'])"),
+}
+
+
+def _kernel_packing(python: str, module: str, folder: Path) -> list[str]:
+    arch, compile_ = _KERNELS[module]
+    script = folder / f"{module}_packing.py"
+    script.write_text(_KERNEL_PACKING.format(root=str(ROOT_DIR), module=module, compile=compile_))
+    env = dict(os.environ, CUTE_DSL_ARCH=arch)
+    done = subprocess.run([python, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("module", sorted(_KERNELS))
+@pytest.mark.parametrize("dsl", ["4.8.1", "4.5.2"])
+def test_each_kernels_launch_arguments_pack_as_the_dsl_packs_them(module, dsl, tmp_path):
+    """What the runner launches, as its backend's prepare and init build it (KernelArgs,
+    the split-K scratch and the watchdog's included), compiled for its GPU on the CPU: the
+    DSL packs the DSL objects of those arguments as pack_values packs their values, so a
+    later table of either kernel launches without the DSL. The Blackwell kernel has no GPU
+    here; this is what its later tables rely on."""
+    python = sys.executable
+    if dsl == "4.5.2":
+        python = os.environ.get("NVFP4_DSL452_PYTHON", "")
+        if not python:
+            pytest.skip("NVFP4_DSL452_PYTHON is not set: no nvidia-cutlass-dsl 4.5.2 python to test")
+    assert _kernel_packing(python, module, tmp_path) == ["gemm", "True", "init", "True"]
+
+
 @pytest.mark.parametrize("groups", [1, 2, 3, 8])
 def test_the_pointer_table_rows_hold_pointers_then_aligned_sizes(groups):
     ptrs = tuple(tuple(0x7F0000000000 + 0x1000 * (5 * g + i) for i in range(5)) for g in range(groups))
