@@ -657,10 +657,10 @@ def format_b200_table() -> str:
 
 
 # The wrapper alone: a first call on new pointers with the launches stubbed on a 2-core
-# CPU, small problems so that no cloned input evicts the CPU's caches: 102.4 / 99.9 us at
-# G = 2, 135.0 / 139.9 at G = 8, a line through the means (python
-# tools/probes/host_overhead.py --calls 200, run twice, c2d025b)
-STUB_FIRST_CALL = (89.1, 6.05)  # (fixed us, us a group)
+# CPU, small problems so that no cloned input evicts the CPU's caches: 94.3 / 92.4 us at
+# G = 2, 132.1 / 129.0 at G = 8, a line through the means (python
+# tools/probes/host_overhead.py --calls 200, run twice, cbf897b)
+STUB_FIRST_CALL = (81.0, 6.2)  # (fixed us, us a group)
 FIRST_CALL_COSTS = (
     ("H100's host, real launch, DSL 4.5.2 (the model's)", B200.first_call_fixed_us, B200.first_call_us_per_group),
     ("2-core CPU, launch stubbed: the wrapper alone", *STUB_FIRST_CALL),
