@@ -54,6 +54,16 @@ class PhaseClock:
     def __init__(self):
         self.totals = collections.defaultdict(lambda: [0.0, 0])
         self._saved = []
+        self._gc_start = 0.0
+
+    def _on_gc(self, phase, info) -> None:
+        """The garbage collector's passes, as a phase of their own."""
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            entry = self.totals[f"gc generation {info['generation']}"]
+            entry[0] += (time.perf_counter() - self._gc_start) * 1e6
+            entry[1] += 1
 
     def wrap(self, name, fn):
         totals = self.totals
@@ -106,21 +116,10 @@ class PhaseClock:
             return self.first_call_timed(f"capi of {entry.name}, first call", packed(entry, addresses, keep))
         self._saved.append((submission.ExecutorEntry, "launcher", packed))
         submission.ExecutorEntry.launcher = launcher
-        # the garbage collector's passes, as a phase of their own
-        self._gc_start = [0.0]
-
-        def on_gc(phase, info):
-            if phase == "start":
-                self._gc_start[0] = time.perf_counter()
-            else:
-                entry = self.totals[f"gc generation {info['generation']}"]
-                entry[0] += (time.perf_counter() - self._gc_start[0]) * 1e6
-                entry[1] += 1
-        self._on_gc = on_gc
-        gc.callbacks.append(on_gc)
+        gc.callbacks.append(self._on_gc)
 
     def uninstall(self) -> None:
-        if getattr(self, "_on_gc", None) in gc.callbacks:
+        if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
