@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -41,18 +41,81 @@ def int32_rows(rows: Sequence[Sequence[int]]) -> torch.Tensor:
 PAGEABLE_UPLOAD_BYTES = 64 << 10
 
 
-def to_device_async(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+def to_device_async(host: torch.Tensor, device: torch.device, numel: int | None = None) -> torch.Tensor:
     """A host table on the device without blocking the host. torch's blocking copy makes the
     host wait for the device, which on a call with new pointers means every GEMM queued
     before it (the leaderboard queues 15 calls back to back, and its first timed round sees
     15 new pointer sets). A small table is copied from its own pageable memory, which the
     driver stages at the call (PAGEABLE_UPLOAD_BYTES); a larger one is pinned first and its
-    copy queued like a kernel, torch keeping the pinned block until the copy is done."""
+    copy queued like a kernel, torch keeping the pinned block until the copy is done.
+    With `numel` the device tensor is that long (1-D), the host's values at its front and
+    the rest uninitialized: one allocation for a table and what goes beside it."""
+    if numel is None or numel == host.numel():
+        if device.type != "cuda":
+            return host.to(device)
+        if host.numel() * host.element_size() <= PAGEABLE_UPLOAD_BYTES:
+            return host.to(device, non_blocking=True)
+        return host.pin_memory().to(device, non_blocking=True)
+    out = torch.empty(numel, dtype=host.dtype, device=device)
+    front = out[: host.numel()]
     if device.type != "cuda":
-        return host.to(device)
-    if host.numel() * host.element_size() <= PAGEABLE_UPLOAD_BYTES:
-        return host.to(device, non_blocking=True)
-    return host.pin_memory().to(device, non_blocking=True)
+        front.copy_(host.view(-1))
+    elif host.numel() * host.element_size() <= PAGEABLE_UPLOAD_BYTES:
+        front.copy_(host.view(-1), non_blocking=True)
+    else:
+        front.copy_(host.view(-1).pin_memory(), non_blocking=True)
+    return out
+
+
+class KernelArg(NamedTuple):
+    """A launch argument by value: a global pointer to `dtype` elements (`align`-byte
+    aligned), or an integer of DSL type `dtype` (Int32, Int64). Once a compiled function's
+    packing is learned (bind_launch), a new pointer table's launcher packs these values
+    itself (pack_values); only a launch through the DSL makes the DSL's objects of them
+    (dsl), whose construction and C packing cost more than the rest of a launch."""
+
+    dtype: Any
+    value: int
+    pointer: bool = False
+    align: int = 16
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the C value the kernel reads: an address, or the integer's width."""
+        return 8 if self.pointer else self.dtype.width // 8
+
+    def dsl(self):
+        if self.pointer:
+            return make_ptr(self.dtype, self.value, cute.AddressSpace.gmem, assumed_align=self.align)
+        return self.dtype(self.value)
+
+
+def gmem_arg(t: torch.Tensor, dtype, align: int = 16) -> KernelArg:
+    """A launch argument pointing to tensor t's storage, as `dtype` elements."""
+    return KernelArg(dtype, t.data_ptr(), True, align)
+
+
+def int_arg(dtype, value: int) -> KernelArg:
+    """An integer launch argument of DSL type `dtype` (Int32 or Int64); a value outside the
+    type's range is an error here, where the DSL's own conversion might wrap it."""
+    half = 1 << (dtype.width - 1)
+    if not -half <= value < half:
+        raise ValueError(f"{value} does not fit {dtype.__name__}")
+    return KernelArg(dtype, value)
+
+
+def dsl_args(args: tuple) -> tuple:
+    """The DSL's objects of a launch's arguments (any that is not a KernelArg as it is)."""
+    return tuple(a.dsl() if isinstance(a, KernelArg) else a for a in args)
+
+
+def pack_values(args: Sequence[KernelArg]) -> tuple[Any, list[int]]:
+    """(storage, addresses): every argument's value in an 8-byte slot of one C buffer, and
+    each slot's address, the array the executor's entry point reads (an Int32 reads the
+    slot's low half: the value's own bytes on a little-endian host)."""
+    storage = (ctypes.c_int64 * len(args))(*[a.value for a in args])
+    base = ctypes.addressof(storage)
+    return storage, [base + 8 * i for i in range(len(args))]
 
 
 def fake_ptr(dtype, align: int = 16):
@@ -124,7 +187,8 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
     of every later launcher of `fn` (a new pointer table: the ranked mode's first round has
     fifteen) packs its arguments' own C pointers beside that entry's extra arguments, without
     the DSL, once the first launch showed that this is what the DSL packs
-    (packs_like_the_dsl). Every later launch calls the executor's C entry point on the
+    (packs_like_the_dsl): `args` are KernelArgs, whose values it packs into one buffer
+    (pack_values) without making the DSL's objects of them. Every later launch calls the executor's C entry point on the
     packed array kept from then, which owns the argument storage its C pointers point into.
     The first launch holds a lock, so two threads never bind twice. A launch that fails
     raises KernelLaunchError, with the CUDA error's code where it has one (cuda_error_code):
@@ -142,23 +206,25 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
                 return
             entry = learned_entry(fn)
             if entry is not None:
-                pointers = c_pointers(args)
-                fast = entry.launcher(pointers, (pointers, args))
+                storage, addresses = pack_values(args)
+                fast = entry.launcher(addresses, (storage, args))
                 fast()
             elif not hasattr(fn, "generate_execution_args"):
-                fast = functools.partial(fn, *args)
+                fast = functools.partial(fn, *dsl_args(args))
                 fast()
                 fast.how = "call"
             else:
-                exe_args, keep_alive = fn.generate_execution_args(*args)
+                # exe_args may point into the DSL objects' own storage: kept with them
+                objects = dsl_args(args)
+                exe_args, keep_alive = fn.generate_execution_args(*objects)
                 fn.run_compiled_program(exe_args)
                 entry = executor_entry(fn, exe_args)
                 if entry is None:
                     fast = functools.partial(fn.run_compiled_program, exe_args)
                     fast.how = "dsl"
-                    fast.keep = (exe_args, keep_alive, args)
+                    fast.keep = (exe_args, keep_alive, objects)
                 else:
-                    fast = entry.launcher(exe_args, (exe_args, keep_alive, args))
+                    fast = entry.launcher([c_address(p) for p in exe_args], (exe_args, keep_alive, objects))
                     if packs_like_the_dsl(args, exe_args):
                         learn_entry(fn, entry)
             state[0] = fast
@@ -200,35 +266,19 @@ def c_address(pointer) -> int:
     return pointer.value if isinstance(pointer, ctypes.c_void_p) else ctypes.c_void_p(pointer).value
 
 
-def c_pointers(args: tuple) -> list:
-    """The C pointers the DSL passes for `args`: each argument's own __c_pointers__ (the
-    protocol its argument packing calls), in order; the list owns the C storage of the
-    integers' values, which each call makes anew."""
-    return [p for a in args for p in a.__c_pointers__()]
-
-
-def c_value_size(arg) -> int | None:
-    """Bytes of the C value an argument's pointer points to: 8 for a pointer, the width of
-    an integer; None for any other kind (its packing is not compared, so not learned)."""
-    if isinstance(arg, cute.Pointer):
-        return ctypes.sizeof(ctypes.c_void_p)
-    width = getattr(type(arg), "width", None)
-    return width // 8 if isinstance(width, int) and width % 8 == 0 and isinstance(getattr(arg, "value", None), int) else None
-
-
 def packs_like_the_dsl(args: tuple, exe_args: list) -> bool:
-    """Whether the DSL's packing of `args` (exe_args, from its generate_execution_args) is
-    each argument's own C pointers in order: as many, each pointing to the same value. Where
-    it holds, a later launcher of the same function packs its arguments without the DSL."""
+    """Whether the DSL's packing of `args` (exe_args, from its generate_execution_args of
+    their DSL objects) is one C pointer per argument, in order, each to the argument's
+    value (what pack_values makes). Where it holds, a later launcher of the same function
+    packs its arguments without the DSL."""
+    if len(args) != len(exe_args) or not all(isinstance(a, KernelArg) for a in args):
+        return False
     try:
-        ours = c_pointers(args)
-        sizes = [c_value_size(a) for a in args]
-    except (AttributeError, TypeError):
+        _storage, ours = pack_values(args)
+        return all(ctypes.string_at(o, a.nbytes) == ctypes.string_at(c_address(e), a.nbytes)
+                   for o, a, e in zip(ours, args, exe_args))
+    except (AttributeError, TypeError, OverflowError):
         return False
-    if len(ours) != len(exe_args) or len(ours) != len(args) or None in sizes:
-        return False
-    return all(ctypes.string_at(c_address(o), n) == ctypes.string_at(c_address(e), n)
-               for o, e, n in zip(ours, exe_args, sizes))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,10 +293,10 @@ class ExecutorEntry:
     extras: tuple
     name: str
 
-    def launcher(self, pointers: Sequence, keep: Any) -> Callable[[], None]:
-        """The entry point on a packed array of our own: `pointers` (the arguments' C
-        pointers) then the extras; `keep` holds what the pointers point into."""
-        own = (ctypes.c_void_p * (len(pointers) + len(self.extras)))(*map(c_address, pointers), *self.extras)
+    def launcher(self, addresses: Sequence[int], keep: Any) -> Callable[[], None]:
+        """The entry point on a packed array of our own: `addresses` (of the arguments'
+        values) then the extras; `keep` holds what the addresses point into."""
+        own = (ctypes.c_void_p * (len(addresses) + len(self.extras)))(*addresses, *self.extras)
         capi, result, name = self.capi, self.result, self.name
         if result is None:
             launch = functools.partial(capi, own)
@@ -281,7 +331,7 @@ def direct_launcher(fn, exe_args) -> Callable[[], None] | None:
     this DSL version's executor is laid out differently. Same call as the DSL makes, minus
     its per-call Python: argument packing, the executor lock and the exception wrapping."""
     entry = executor_entry(fn, exe_args)
-    return None if entry is None else entry.launcher(exe_args, None)
+    return None if entry is None else entry.launcher([c_address(p) for p in exe_args], None)
 
 
 # Executor entries learned per compiled function (weakly: a compiled function evicted

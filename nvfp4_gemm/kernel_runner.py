@@ -145,7 +145,7 @@ class TileSchedule:
 class SplitKScratch:
     """Split-K scratch of one pointer table: partial sums and their arrival flags. The
     kernel's FIXUP units reset each flag they consumed, so the flags are zeroed only once,
-    here; every call runs on the default CUDA queue, so one table's calls are ordered like
+    by the table's upload (TableLayout); every call runs on the default CUDA queue, so one table's calls are ordered like
     any writes to its C."""
 
     partials: torch.Tensor  # fp32
@@ -184,16 +184,39 @@ class CallEntry:
     refs: list
 
 
-def pointer_table_rows(ptrs, sizes) -> tuple[torch.Tensor, int]:
+def pointer_table_rows(ptrs, sizes, zero_words: int = 0) -> tuple[torch.Tensor, int]:
     """A pointer table's host rows as one int64 tensor, uploaded in one copy: the (G, 5)
     int64 addresses (group_pointers), then the (G, 4) int32 sizes from word `sizes_at` on,
-    16-byte aligned as the kernels' pointers to them assume. Returns (rows, sizes_at)."""
+    16-byte aligned as the kernels' pointers to them assume, then `zero_words` zero words
+    (TableLayout's flags). Returns (rows, sizes_at)."""
     groups = len(ptrs)
     sizes_at = 5 * groups + (5 * groups) % 2
-    flat = bytearray(8 * sizes_at + 16 * groups)
+    flat = bytearray(8 * (sizes_at + 2 * groups + zero_words))
     struct.pack_into(f"={5 * groups}q", flat, 0, *chain.from_iterable(ptrs))
     struct.pack_into(f"={4 * groups}i", flat, 8 * sizes_at, *chain.from_iterable(sizes))
     return torch.frombuffer(flat, dtype=torch.int64), sizes_at
+
+
+class TableLayout(NamedTuple):
+    """Where a pointer table's parts lie in its one device buffer, in int64 words:
+    [rows (pointers, sizes) | split-K flags | descriptors | split-K partials]. The rows and
+    the flags' zeros are uploaded in one copy (the kernel resets each flag it consumes, so
+    they are zeroed once, by the upload); the descriptors start on a 128-byte boundary, as
+    the kernels assume; the partials need no initial value."""
+
+    flags_at: int
+    flag_words: int
+    desc_at: int
+    partials_at: int
+    words: int
+
+
+def table_layout(groups: int, num_desc: int, num_flags: int, partial_floats: int) -> TableLayout:
+    rows = 5 * groups + (5 * groups) % 2 + 2 * groups  # pointer_table_rows without zeros
+    flag_words = (num_flags + 1) // 2
+    desc_at = -(-(rows + flag_words) // 16) * 16
+    partials_at = desc_at + 16 * num_desc * groups
+    return TableLayout(rows, flag_words, desc_at, partials_at, partials_at + (partial_floats + 1) // 2)
 
 
 def group_pointers(data, sizes) -> tuple[tuple[int, ...], ...]:
@@ -636,19 +659,21 @@ class GroupedGemmRunner:
         return TileSchedule(tables, dataclasses.replace(host, tables={}))
 
     def _make_table(self, config, compiled, sched, ptrs, sizes, device) -> PointerTable:
-        host, sizes_at = pointer_table_rows(ptrs, sizes)
-        rows = to_device_async(host, device)  # one upload of both
-        ptr_dev = rows[: 5 * len(ptrs)].view(len(ptrs), 5)
-        sizes_dev = rows[sizes_at:].view(torch.int32).view(len(sizes), 4)
-        # 128-byte descriptors must be 64-byte aligned; torch allocations are 256-byte aligned.
-        # The init kernel writes every byte of them.
-        tensormaps = torch.empty((len(ptrs), self.backend.num_desc, 16), dtype=torch.int64, device=device)
+        groups, num_desc, num_flags = len(ptrs), self.backend.num_desc, sched.host.num_flags
+        lay = table_layout(groups, num_desc, num_flags, sched.host.workspace_floats)
+        host, sizes_at = pointer_table_rows(ptrs, sizes, lay.flag_words)
+        # one allocation (torch's are 512-byte aligned) and one upload for the whole table
+        buf = to_device_async(host, device, lay.words)
+        ptr_dev = buf[: 5 * groups].view(groups, 5)
+        sizes_dev = buf[sizes_at:sizes_at + 2 * groups].view(torch.int32).view(groups, 4)
+        # the init kernel writes every byte of the descriptors
+        tensormaps = buf[lay.desc_at:lay.partials_at].view(groups, num_desc, 16)
         compiled.init(ptr_dev, sizes_dev, tensormaps)
         scratch = None
-        if sched.host.num_flags:
+        if num_flags:
             scratch = SplitKScratch(
-                torch.empty(sched.host.workspace_floats, dtype=torch.float32, device=device),
-                torch.zeros(sched.host.num_flags, dtype=torch.int32, device=device),
+                buf[lay.partials_at:].view(torch.float32)[: sched.host.workspace_floats],
+                buf[lay.flags_at:lay.flags_at + lay.flag_words].view(torch.int32)[:num_flags],
             )
         record = self.records.get(config)
         if record is None:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from .binding import bind_launch, device_ptr, fake_ptr, launch_once
+from .binding import bind_launch, fake_ptr, gmem_arg, int_arg, launch_once
 from .common import (
     Int32,
     Int64,
@@ -1693,15 +1693,15 @@ def compile_sm100(config: Sm100Config, watch: WatchSettings = WatchSettings()) -
 
     def init(ptrs, sizes, tensormaps):
         launch_once(init_fn, (
-            device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sizes.shape[0]),
+            gmem_arg(sizes, cutlass.Int32), gmem_arg(ptrs, cutlass.Int64),
+            gmem_arg(tensormaps, cutlass.Int64, desc_align), int_arg(Int32, sizes.shape[0]),
         ))
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
         args = (
-            device_ptr(sizes, cutlass.Int32), device_ptr(sched.schedule, cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, desc_align), Int32(sched.host.num_tiles),
-            Int32(sched.host.grid), Int32(sizes.shape[0]), *watch.args(),
+            gmem_arg(sizes, cutlass.Int32), gmem_arg(sched.schedule, cutlass.Int32),
+            gmem_arg(tensormaps, cutlass.Int64, desc_align), int_arg(Int32, sched.host.num_tiles),
+            int_arg(Int32, sched.host.grid), int_arg(Int32, sizes.shape[0]), *watch.args(),
         )
         return bind_launch(gemm_fn, args)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .binding import bind_launch, device_ptr, fake_ptr, launch_once
+from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg, launch_once
 from .common import (
     Int32,
     Int64,
@@ -1185,20 +1185,20 @@ def compile_sm90(config: Sm90Config, watch: WatchSettings = WatchSettings()) -> 
 
     def init(ptrs, sizes, tensormaps):
         launch_once(init_fn, (
-            device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(tensormaps, cutlass.Int64, 128), Int32(sizes.shape[0]),
+            gmem_arg(sizes, cutlass.Int32), gmem_arg(ptrs, cutlass.Int64),
+            gmem_arg(tensormaps, cutlass.Int64, 128), int_arg(Int32, sizes.shape[0]),
         ))
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
-        # without split-K the kernel is compiled without any access to the scratch
-        partials = fake_ptr(cutlass.Float32) if scratch is None else device_ptr(scratch.partials, cutlass.Float32)
-        flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)
+        # without split-K the kernel is compiled without any access to the scratch: null
+        partials = KernelArg(cutlass.Float32, 0, True) if scratch is None else gmem_arg(scratch.partials, cutlass.Float32)
+        flags = KernelArg(cutlass.Int32, 0, True) if scratch is None else gmem_arg(scratch.flags, cutlass.Int32)
         args = (
-            device_ptr(sizes, cutlass.Int32), device_ptr(ptrs, cutlass.Int64),
-            device_ptr(sched.tables["ranges"], cutlass.Int32),
-            device_ptr(sched.tables["units"], cutlass.Int32),
-            device_ptr(tensormaps, cutlass.Int64, 128), partials, flags, Int32(sched.host.grid),
-            Int32(sched.host.unit_stride), Int32(sizes.shape[0]), *watch.args(),
+            gmem_arg(sizes, cutlass.Int32), gmem_arg(ptrs, cutlass.Int64),
+            gmem_arg(sched.tables["ranges"], cutlass.Int32),
+            gmem_arg(sched.tables["units"], cutlass.Int32),
+            gmem_arg(tensormaps, cutlass.Int64, 128), partials, flags, int_arg(Int32, sched.host.grid),
+            int_arg(Int32, sched.host.unit_stride), int_arg(Int32, sizes.shape[0]), *watch.args(),
         )
         return bind_launch(gemm_fn, args)
 

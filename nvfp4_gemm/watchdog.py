@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .binding import device_ptr, fake_ptr
+from .binding import fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, cute, cutlass, dsl_user_op
 from .ptx import _asm_effect, _asm_value, _v
 
@@ -355,8 +355,8 @@ class LaunchWatch:
 
     def args(self) -> tuple:
         """The kernel's (record, claim, tag, timeout_ns) arguments."""
-        return (device_ptr(self.record.words, cutlass.Int32), device_ptr(self.record.claim, cutlass.Int32),
-                Int32(self.tag), Int64(self.timeout_ns))
+        return (gmem_arg(self.record.words, cutlass.Int32), gmem_arg(self.record.claim, cutlass.Int32),
+                int_arg(Int32, self.tag), int_arg(Int64, self.timeout_ns))
 
 
 def fake_watch_args() -> tuple:

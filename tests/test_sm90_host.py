@@ -595,7 +595,7 @@ def test_trace_tool_instruments_this_submission():
                   "trace_ev(tr, kt_, 2 * groups + 1)", "trace_ev(tr, kt_, 2 * groups + 2)",
                   "trace_ev(tr, kt_, 2 * groups + 3)", "trace_ev(tr, kt_, 2 * groups + 4)",
                   "trace_ev(tr, tok_r.count - 1, 21)", "trace_ev(tr, tok_r.count - 1, 22)",
-                  "flags = device_ptr(TRACE_BUF"):
+                  "flags = gmem_arg(TRACE_BUF"):
         assert out.count(stamp) == 1, stamp
     with pytest.raises(ValueError, match="update tools/probes/sm90_trace.py"):
         T.traced_source("no kernel here")

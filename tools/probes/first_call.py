@@ -10,7 +10,7 @@ clone of each, the L2 flushed, then one round of the 15 calls, each on pointers 
 seen. Every phase of the call (validation, the fast paths' lookups, planning, the pointer
 table with its upload and descriptor init, the GEMM's first launch) is timed by a wrapper
 around its function; a phase's time includes the phases it calls. A first launch is split
-into its arguments' C pointers, the packed array and the executor's C entry point, and
+into its arguments' packed values, the packed array and the executor's C entry point, and
 the garbage collector's passes are a phase of their own; --no-gc runs each round again
 with the collector off. --uploads times a
 384-byte table's copy to the device from pinned and from pageable memory while the queue
@@ -38,12 +38,10 @@ from tests.cases import task_cases  # noqa: E402
 PHASES = {
     submission.GroupedGemmRunner: ("run_cached", "plan", "_run", "_make_table", "_remember_call", "build",
                                    "call_key", "layout_key"),
-    # a new table's first launch, split: its arguments' C pointers (c_pointers, or
-    # pack_values where launch arguments are plain values), the packed array
-    # (ExecutorEntry.launcher), and the executor's C entry point ("capi" below); a name
-    # this submission lacks is skipped
+    # a new table's first launch, split: its arguments' values packed (pack_values), the
+    # packed array (ExecutorEntry.launcher), and the executor's C entry point ("capi" below)
     submission: ("validate_inputs", "to_device_async", "group_pointers", "get_runner", "pointer_table_rows",
-                 "c_pointers", "pack_values"),
+                 "pack_values"),
     submission.ExecutorEntry: ("launcher",),
 }
 
@@ -96,8 +94,6 @@ class PhaseClock:
     def install(self) -> None:
         for owner, names in PHASES.items():
             for name in names:
-                if not hasattr(owner, name):
-                    continue
                 raw = inspect.getattr_static(owner, name)
                 fn = getattr(owner, name)
                 self._saved.append((owner, name, raw))

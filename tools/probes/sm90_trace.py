@@ -193,8 +193,8 @@ def traced_source(src: str, timeline: bool = False) -> str:
                         "None if base is None else base + b * self.partial_block_bytes)\n"
                         "            trace_ev(tr, tok_w.count - 1, 27 + b)\n")
         head = _insert_after(head, r"^            bulk_wait_read\(lead, pending=1\)$", "trace_ev(tr, tok_w.count - 1, 29)")
-    tail = _replace(tail, "flags = fake_ptr(cutlass.Int32) if scratch is None else device_ptr(scratch.flags, cutlass.Int32)",
-                    "flags = device_ptr(TRACE_BUF, cutlass.Int32)")
+    tail = _replace(tail, "flags = KernelArg(cutlass.Int32, 0, True) if scratch is None else gmem_arg(scratch.flags, cutlass.Int32)",
+                    "flags = gmem_arg(TRACE_BUF, cutlass.Int32)")
     return head + sep + body + sep2 + tail
 
 
