@@ -253,12 +253,14 @@ class RepeatedCall(NamedTuple):
 
 class LayoutMiss(NamedTuple):
     """What a call that missed both fast paths has read already: its tensors' layout fields
-    (GroupedGemmRunner.layout_fields), for validation, and the layout key it looked up
-    (hashable: the lookup hashed it), which the slow path stores; neither reads 5 x G
-    tensors' metadata again. Made and used within one call, on its own data."""
+    (GroupedGemmRunner.layout_fields), for validation, the layout key it looked up
+    (hashable: the lookup hashed it), which the slow path stores, and the call key it
+    looked up where it built one (also hashed), which the slow path remembers; none is
+    built again. Made and used within one call, on its own data."""
 
     fields: list
     key: tuple
+    call_key: tuple | None = None
 
 
 class GroupedGemmRunner:
@@ -362,20 +364,21 @@ class GroupedGemmRunner:
         """The outputs (a list) of a call seen before, launched; else a LayoutMiss for the
         slow path, or None. A repeat of the held RepeatedCall is recognized by identity
         alone; any other call builds its key (call_key_function), hashed once by the lookup."""
-        repeat = self._repeat
+        repeat, key = self._repeat, None
         try:
             abc, _, sfr, sizes = data
             if repeat is not None and repeat.matches(abc, sfr, sizes):
                 entry = repeat.entry
             else:
                 self._repeat = None
-                entry = self.calls.get(call_key_function(len(abc))(data))
+                key = call_key_function(len(abc))(data)
+                entry = self.calls.get(key)
                 if entry is not None:
                     self._note_hit(entry, abc, sfr, sizes)
         except (TypeError, ValueError, LookupError):  # not a call's structure; sizes as lists
             return None
         if entry is None:
-            return self.run_same_layout(data)
+            return self.run_same_layout(data, key)
         return list(entry.outputs) if self._launch_cached(entry.table) else None
 
     def _note_hit(self, entry: CallEntry, abc, sfr, sizes) -> None:
@@ -418,7 +421,7 @@ class GroupedGemmRunner:
         except (TypeError, ValueError, LookupError):
             return None
 
-    def run_same_layout(self, data):
+    def run_same_layout(self, data, call_key: tuple | None = None):
         """The launch for new tensor objects over the memory of an earlier call, or a
         LayoutMiss: what a framework passes when it rebuilds its argument lists, or when the
         caching allocator hands the same blocks back. Address, dtype, shape and strides equal
@@ -438,7 +441,7 @@ class GroupedGemmRunner:
             return None
         table = None if table_key is None else self.pointers.get(table_key)
         if table is None:
-            return LayoutMiss(fields, key)
+            return LayoutMiss(fields, key, call_key)
         return [abc[2] for abc in data[0]] if self._launch_cached(table) else None
 
     def _launch_cached(self, table: PointerTable) -> bool:
@@ -576,7 +579,7 @@ class GroupedGemmRunner:
                     c.copy_(e)
                 return outputs
             self.checked.put((config, sizes), True)
-        key = self.call_key(data)
+        key = self.call_key(data) if miss is None or miss.call_key is None else miss.call_key
         if key is not None:
             self._remember_call(key, data, table)
         layout = self.layout_key(data, stored=True) if miss is None else miss.key
