@@ -4,8 +4,8 @@ what the host did in them.
     python tools/probes/bench_rounds.py --spec-file tools/regime_specs.txt 7 [--rounds 6]
     python tools/probes/bench_rounds.py 0                      # task.yml's benchmark 0
 
-As the harness does (eval.py's _run_single_benchmark): 15 inputs, one warm-up call on a
-clone of each, then rounds of the 15 calls with the L2 flushed, CUDA events around each
+As the harness does (eval.py's _run_single_benchmark): 15 inputs, one correctness call on a
+clone of each (outputs kept), then rounds of the 15 calls with the L2 flushed, CUDA events around each
 round. So round 0 is the first call on each input's own pointers (validation, layout key,
 pointer table, descriptors), as in the leaderboard's first timed round. Per round: GPU us
 per call, the host's time per call (max and mean of custom_kernel's wall time), and every
@@ -62,9 +62,11 @@ def main() -> int:
     else:
         test = harness.TestCase(dict(task_cases("benchmarks")[args.case].args()), "")
     data_list = harness._benchmark_inputs(test)
-    for data in data_list:
-        custom_kernel(harness._clone_data(data))
+    # the correctness pass as the harness makes it: the outputs kept, the rest of each clone
+    # freed after its call
+    outputs = [custom_kernel(harness._clone_data(data)) for data in data_list]
     torch.cuda.synchronize()
+    del outputs
     log = GcLog()
     gc.callbacks.append(log)
     try:

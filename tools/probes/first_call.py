@@ -5,7 +5,7 @@ queue busy.
     python tools/probes/first_call.py [--case 3] [--spec-file tools/regime_specs.txt] [--no-gc]
     python tools/probes/first_call.py --uploads
 
-As bench_rounds.py does (eval.py's _run_single_benchmark): 15 inputs, a warm-up call on a
+As bench_rounds.py does (eval.py's _run_single_benchmark): 15 inputs, a correctness call on a
 clone of each, the L2 flushed, then one round of the 15 calls, each on pointers it has not
 seen. Every phase of the call (validation, the fast paths' lookups, planning, the pointer
 table with its upload and descriptor init, the GEMM's first launch) is timed by a wrapper
@@ -124,9 +124,11 @@ class PhaseClock:
 
 def first_round(test, no_gc: bool = False) -> None:
     data_list = harness._benchmark_inputs(test)
-    for data in data_list:
-        submission.custom_kernel(harness._clone_data(data))
+    # the correctness pass as the harness makes it: the outputs kept, the rest of each clone
+    # freed after its call
+    outputs = [submission.custom_kernel(harness._clone_data(data)) for data in data_list]
     torch.cuda.synchronize()
+    del outputs
     clock = PhaseClock()
     clock.install()
     if no_gc:
