@@ -94,8 +94,9 @@ FLUSH_BYTES = 16000 * 1024 * 1024 * 4
 FIRST_CALL_GPU_US = (5.00, 0.185)  # (fixed us, us a group)
 CALLS_PER_ROUND = 15  # eval.py NUM_ITERATIONS_PER_BENCHMARK: one event pair around 15 calls
 # eval.py run_leaderboard: at most 100 rounds, stopped early only when the standard error
-# falls under 0.1 % of the mean; a first round several times slower than the rest keeps it
-# above that for thousands of rounds, so the ranked mean is over all 100
+# falls under 0.1 % of the mean; a first round slower than the rest by its GPU share
+# (FIRST_CALL_GPU_US: 25-98 % of a benchmark shape's call on a B200, predicted) keeps it
+# above that for hundreds of rounds, so the ranked mean is over all 100
 RANKED_ROUNDS = 100
 
 
