@@ -89,7 +89,7 @@ FLUSH_BYTES = 16000 * 1024 * 1024 * 4
 # init): an H100's first-round CUDA-event time a call (tools/probes/host_ab.py --first-round:
 # 117.6 / 76.0 / 35.5 / 20.3 us) less eval.py benchmark's mean in the same run (110.69 /
 # 69.97 / 30.13 / 14.95, two runs), 6.91 / 6.04 / 5.38 / 5.36 us on the benchmark shapes
-# (G = 8, 8, 2, 2), a line through the means, DSL 4.5.2, ba8a8bc's submission.py.
+# (G = 8, 8, 2, 2), a line through the means, DSL 4.5.2, 46aaedc's submission.py.
 # Not measured on a B200.
 FIRST_CALL_GPU_US = (5.00, 0.185)  # (fixed us, us a group)
 CALLS_PER_ROUND = 15  # eval.py NUM_ITERATIONS_PER_BENCHMARK: one event pair around 15 calls
@@ -154,7 +154,7 @@ B200 = Machine(
     # first round makes them, real launches, on an H100's host under DSL 4.5.2 (the runners'):
     # first-round medians 257.4 / 212.5 us a call at G = 2 (shapes 2, 3) and 372.6 / 362.7
     # at G = 8 (shapes 0, 1), a line through the means (python tools/probes/host_ab.py
-    # OLD.py NEW.py --first-round --rounds 6, the old file, ba8a8bc's submission.py).
+    # OLD.py NEW.py --first-round --rounds 6, the old file, 46aaedc's submission.py).
     # Hidden under the flush (FLUSH_BYTES).
     first_call_us_per_group=22.1,
     first_call_fixed_us=190.7,
