@@ -109,6 +109,21 @@ def test_leaderboard_loop_and_host_floor():
     assert cm.loop_mean_us(2.0, 5.0, 30.0) == pytest.approx((15 * 5.0 - 30.0 + 2.0) / 15)
 
 
+def test_the_flush_is_the_one_the_timing_loop_runs():
+    """FLUSH_BYTES is what eval.py's timing loop writes before each round: utils'
+    clear_l2_cache_large, a randn of 16000 x 1024 x 1024 fp32 where the GPU has room (the
+    leaderboard's harness writes the same on a B200), not the 256 MiB clear_l2_cache."""
+    import inspect
+
+    import eval as ev
+    import utils
+
+    assert ev.clear_l2_cache is utils.clear_l2_cache_large
+    source = inspect.getsource(utils.clear_l2_cache_large)
+    assert "torch.randn((rows, 1024, 1024)" in source and "min(16000," in source
+    assert cm.FLUSH_BYTES == 16000 * 1024 * 1024 * 4
+
+
 def test_the_flush_hides_the_first_rounds_host_time(benchmarks):
     """The leaderboard's flush writes 64 GB before each round (reference-kernels'
     clear_l2_cache_large: 16000 x 1024 x 1024 fp32): at 7.69 TB/s, 8.7 ms of head start for
