@@ -57,14 +57,21 @@ def to_device_async(host: torch.Tensor, device: torch.device, numel: int | None 
             return host.to(device, non_blocking=True)
         return host.pin_memory().to(device, non_blocking=True)
     out = torch.empty(numel, dtype=host.dtype, device=device)
+    upload_async(host, out)
+    return out
+
+
+def upload_async(host: torch.Tensor, out: torch.Tensor) -> None:
+    """host's values into the front of the 1-D device tensor `out`, without blocking the host
+    (to_device_async's two ways). The copy is queued behind every earlier launch, so a
+    kernel queued before it still reads out's old values."""
     front = out[: host.numel()]
-    if device.type != "cuda":
+    if out.device.type != "cuda":
         front.copy_(host.view(-1))
     elif host.numel() * host.element_size() <= PAGEABLE_UPLOAD_BYTES:
         front.copy_(host.view(-1), non_blocking=True)
     else:
         front.copy_(host.view(-1).pin_memory(), non_blocking=True)
-    return out
 
 
 class KernelArg(NamedTuple):
