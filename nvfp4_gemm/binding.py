@@ -253,12 +253,6 @@ def bind_launch(fn, args: tuple) -> Callable[[], None]:
     return launch
 
 
-def launch_once(fn, args: tuple) -> None:
-    """One launch of `fn` with `args` (bind_launch's, errors included): a kernel that runs
-    once per pointer table, such as the descriptor init."""
-    bind_launch(fn, args)()
-
-
 def launch_error(error: Exception, name: str) -> KernelLaunchError:
     """A launch's exception as KernelLaunchError: its CUDA error number where it carries
     one (cuda_error_code); without one it leaves the context usable unless its text says

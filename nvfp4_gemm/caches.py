@@ -58,6 +58,11 @@ class LruCache:
     def pop(self, key) -> None:
         self._data.pop(key, None)
 
+    def discard(self, key, value) -> None:
+        """Removes key where it maps to this very value (not to a later one put there)."""
+        if self._data.get(key) is value:
+            self._data.pop(key, None)
+
     def drop_where(self, doomed: Callable[[Any, Any], bool]) -> None:
         """Removes every entry whose (key, value) `doomed` accepts (a snapshot of the items
         is walked: list() of them runs in C, with no Python between, so no other thread

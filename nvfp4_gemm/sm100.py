@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from .binding import bind_launch, fake_ptr, gmem_arg, int_arg, launch_once
+from .binding import bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import (
     Int32,
     Int64,
@@ -1692,7 +1692,7 @@ def compile_sm100(config: Sm100Config, watch: WatchSettings = WatchSettings()) -
     )
 
     def init(ptrs, sizes, tensormaps):
-        launch_once(init_fn, (
+        return bind_launch(init_fn, (
             gmem_arg(sizes, cutlass.Int32), gmem_arg(ptrs, cutlass.Int64),
             gmem_arg(tensormaps, cutlass.Int64, desc_align), int_arg(Int32, sizes.shape[0]),
         ))

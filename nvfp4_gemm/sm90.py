@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg, launch_once
+from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import (
     Int32,
     Int64,
@@ -1184,7 +1184,7 @@ def compile_sm90(config: Sm90Config, watch: WatchSettings = WatchSettings()) -> 
     )
 
     def init(ptrs, sizes, tensormaps):
-        launch_once(init_fn, (
+        return bind_launch(init_fn, (
             gmem_arg(sizes, cutlass.Int32), gmem_arg(ptrs, cutlass.Int64),
             gmem_arg(tensormaps, cutlass.Int64, 128), int_arg(Int32, sizes.shape[0]),
         ))

@@ -216,9 +216,8 @@ from nvfp4_gemm import binding, {module}
 from nvfp4_gemm.sm90_config import make_sm90_config
 from nvfp4_gemm.watchdog import LaunchWatch
 
-captured = {{}}
-{module}.bind_launch = lambda fn, args: captured.setdefault("gemm", (fn, args))
-{module}.launch_once = lambda fn, args: captured.setdefault("init", (fn, args))
+bound = []  # (fn, args) of each launcher the backend binds: the init's, then the GEMM's
+{module}.bind_launch = lambda fn, args: bound.append((fn, args))
 kernels = {compile}
 base = iter(range(0x7F0000001000, 0x7F0000100000, 0x1000))  # 4 KiB apart: every alignment holds
 
@@ -235,7 +234,7 @@ scratch = types.SimpleNamespace(partials=table(), flags=table())
 record = types.SimpleNamespace(words=table(), claim=table())
 kernels.init(ptrs, sizes, tensormaps)
 kernels.prepare(sizes, ptrs, tensormaps, sched, scratch, LaunchWatch(record, 3, 10**10))
-for name, (fn, args) in sorted(captured.items()):
+for name, (fn, args) in sorted(zip(("init", "gemm"), bound)):
     objects = binding.dsl_args(args)
     exe_args, _keep = fn.generate_execution_args(*objects)
     print(name, binding.packs_like_the_dsl(args, exe_args))

@@ -319,6 +319,62 @@ def test_new_pointer_tables_launch_without_the_dsls_packing(kernel_path, monkeyp
     assert len(runner.pointers) == 3 and runner.launches == 3
 
 
+@pytest.mark.parametrize("split_k", [False, True], ids=["chosen", "split_k"])
+def test_the_first_timed_round_takes_over_the_correctness_pass_tables(kernel_path, split_k):
+    """A shape as the leaderboard runs it (tests/test_runner.py has the same on the CPU):
+    a correctness pass on a clone of each of 15 inputs, keeping the outputs and freeing
+    the rest after each call, then a timed round on the inputs (new pointers, same sizes).
+    The queue is kept busy, so that each taken-over table's rows are uploaded and its
+    descriptors re-initialized while the GEMM that read the old ones is still queued: the
+    round makes no table, every product matches the reference, and with split-K every
+    arrival flag is back at zero."""
+    if split_k and kernel_path != "sm90":
+        pytest.skip(f"Hopper-only config; this GPU runs the {kernel_path} kernel")
+    runner = submission.GroupedGemmRunner(submission._BACKENDS[kernel_path](),
+                                          torch.cuda.get_device_properties(0).multi_processor_count,
+                                          self_check=False, device_index=torch.cuda.current_device())
+    count = submission.TABLES_BEFORE_REUSE
+    if split_k:
+        sizes = dict(m=(192, 320), n=(3072, 3072), k=(4096, 4096), g=2)
+    else:
+        sizes = dict(m=(96, 200), n=(256, 384), k=(512, 256), g=2)
+    inputs = [reference.generate_input(**sizes, seed=120 + i) for i in range(count)]
+    expected = [reference.ref_kernel(_clone(d)) for d in inputs]
+
+    def call(data):
+        problem = submission.validate_inputs(data)
+        config = submission.make_sm90_config(256, split_k=True) if split_k else runner.plan(problem)[0]
+        assert config is not None
+        return runner.run(data, problem, config)
+
+    kept = []
+    torch.cuda._sleep(20_000_000)
+    for data in inputs:
+        clone = _clone(data)
+        kept.append(call(clone))
+        del clone
+    torch.cuda.synchronize()
+    tables = list(runner.pointers._data.values())
+    assert len(tables) == count and all(t.live == 0 for t in tables)
+    for i, (out, exp) in enumerate(zip(kept, expected)):
+        for g, (o, e) in enumerate(zip(out, exp)):
+            assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"pass, input {i}, group {g}"
+    del kept
+    for data in inputs:
+        for abc in data[0]:
+            abc[2].zero_()
+    torch.cuda._sleep(20_000_000)
+    outs = [call(data) for data in inputs]
+    torch.cuda.synchronize()
+    assert {id(t) for t in runner.pointers._data.values()} == {id(t) for t in tables}
+    assert all(t.live == 1 for t in tables) and runner.launches == 2 * count and not runner.rejected
+    for i, (out, exp) in enumerate(zip(outs, expected)):
+        for g, (o, e) in enumerate(zip(out, exp)):
+            assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"round, input {i}, group {g}"
+    if split_k:
+        assert all(int(t.scratch.flags.abs().sum()) == 0 for t in tables), "flags left set"
+
+
 def test_a_small_table_upload_reads_the_host_buffer_at_the_call():
     """to_device_async copies a small table from pageable memory without waiting for the
     queue: the driver stages the bytes at the call, so the host buffer may change (or be

@@ -963,7 +963,7 @@ def test_new_problem_sizes_leave_few_objects_for_the_garbage_collector():
     import reference
 
     def compile_stub(config, watch=None):  # no kernel: the host path alone, choice and schedule included
-        return kernel_runner.CompiledKernels(init=lambda *a: None, prepare=lambda *a, **k: lambda: None)
+        return kernel_runner.CompiledKernels(init=lambda *a: lambda: None, prepare=lambda *a, **k: lambda: None)
 
     runner = kernel_runner.GroupedGemmRunner(dataclasses.replace(sm90.sm90_backend(), compile=compile_stub),
                                  num_sms=132, self_check=False)

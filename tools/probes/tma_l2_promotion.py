@@ -68,7 +68,7 @@ def kernel_descriptors(S, m: int = 8, n: int = 2048, k: int = 7168) -> list[list
     ptrs = torch.tensor([[a.data_ptr(), b.data_ptr(), 0, 0, c.data_ptr()]], dtype=torch.int64, device="cuda")
     sizes = torch.tensor([[m, n, k, 1]], dtype=torch.int32, device="cuda")
     tensormaps = torch.zeros((1, S.SM90_NUM_DESC, 16), dtype=torch.int64, device="cuda")
-    compiled.init(ptrs, sizes, tensormaps)
+    compiled.init(ptrs, sizes, tensormaps)()
     torch.cuda.synchronize()
     return [[w & 0xFFFFFFFF for w in tensormaps[0, i].cpu().view(torch.int32).tolist()]
             for i in range(S.SM90_NUM_DESC)]
