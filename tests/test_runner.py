@@ -270,6 +270,12 @@ def _fresh_result(data):
     return all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
 
 
+def _views(data):
+    """New tensor objects over data's memory (what a framework passes when it rebuilds its
+    argument lists)."""
+    return ([tuple(t[:] for t in g) for g in data[0]], data[1], [tuple(t[:] for t in g) for g in data[2]], data[3])
+
+
 def _table_ids(runner) -> set:
     return {id(t) for t in runner.pointers._data.values()}
 
@@ -332,15 +338,14 @@ def test_a_taken_over_tables_old_layout_no_longer_finds_it(stub, monkeypatch):
     the pointers the table holds now."""
     monkeypatch.setattr(kernel_runner, "TABLES_BEFORE_REUSE", 0)
     base = _data(96)
-    views = lambda: ([tuple(t[:] for t in g) for g in base[0]], base[1], [tuple(t[:] for t in g) for g in base[2]], base[3])  # noqa: E731
-    first = stub.register(views())
+    first = stub.register(_views(base))
     assert _fresh_result(first)
     _unregister(stub, first)
     del first  # the view objects die, the memory lives on in `base`
     other = stub.register(_data(97))
     assert _fresh_result(other)  # takes over the views' table
     assert len(_table_ids(stub.runner)) == 1
-    again = stub.register(views())
+    again = stub.register(_views(base))
     assert _fresh_result(again)
     assert len(_table_ids(stub.runner)) == 2 and _fresh_result(other)
 
@@ -351,15 +356,14 @@ def test_a_spare_that_a_new_call_holds_again_is_not_taken_over(stub, monkeypatch
     both calls keep their products."""
     monkeypatch.setattr(kernel_runner, "TABLES_BEFORE_REUSE", 0)
     base = _data(99)
-    views = lambda: ([tuple(t[:] for t in g) for g in base[0]], base[1], [tuple(t[:] for t in g) for g in base[2]], base[3])  # noqa: E731
-    first = stub.register(views())
+    first = stub.register(_views(base))
     assert _fresh_result(first)
     _unregister(stub, first)
     del first
     (table,) = stub.runner.pointers._data.values()
     assert table.live == 0
     stub.runner.layouts.clear()
-    again = stub.register(views())
+    again = stub.register(_views(base))
     assert _fresh_result(again) and table.live == 1
     other = stub.register(_data(100))
     assert _fresh_result(other)
