@@ -29,7 +29,7 @@ from .common import (
     warn_once,
 )
 from .kernel_runner import CompiledKernels, KernelBackend
-from .ptx import prefetch_l1, prefetch_lines
+from .ptx import ld_shared_v4, prefetch_l1, prefetch_lines, st_global_v4_b32
 from .schedule import build_tile_schedule, columns_together, size_class
 from .watchdog import (
     BLOCK_BYTES,
@@ -94,6 +94,9 @@ class Sm100Config:
     ab_stages: int = 4
     acc_stages: int = 2
     pdl: bool = True  # programmatic dependent launch, as on Hopper (Sm90Config.pdl)
+    # a CTA's last tile leaves shared memory with 16-byte st.global instead of the TMA
+    # store (store_epi_subtile_vectors): a trial, timed by tools/sm100_sweep.py only
+    direct_last_store: bool = False
 
     @property
     def mma_m(self) -> int:
@@ -108,6 +111,7 @@ class Sm100Config:
         return (
             f"m{self.tile_m}n{self.tile_n}{'_swap' if self.swap_ab else ''}"
             f"_cg{self.cta_group}_ab{self.ab_stages}_acc{self.acc_stages}"
+            f"{'_direct' if self.direct_last_store else ''}"
         )
 
 
@@ -224,12 +228,14 @@ def sm100_config_is_legal(cfg: Sm100Config) -> tuple[bool, str]:
 
 
 def make_sm100_config(
-    tile_m: int, tile_n: int, swap_ab: bool, cta_group: int, acc_stages: int = 2
+    tile_m: int, tile_n: int, swap_ab: bool, cta_group: int, acc_stages: int = 2,
+    direct_last_store: bool = False,
 ) -> Sm100Config:
     """Config with as many A/B/SF stages as shared memory holds."""
     probe = Sm100Config(tile_m, tile_n, swap_ab, cta_group, 2, acc_stages)
     return Sm100Config(
-        tile_m, tile_n, swap_ab, cta_group, sm100_ab_stages_for_smem(probe), acc_stages
+        tile_m, tile_n, swap_ab, cta_group, sm100_ab_stages_for_smem(probe), acc_stages,
+        direct_last_store=direct_last_store,
     )
 
 
@@ -344,6 +350,28 @@ def sm100_tile_order(problem_sizes: Sequence[Sequence[int]], tile_m: int, tile_n
     return columns_together(build_tile_schedule(problem_sizes, tile_m, tile_n))
 
 
+# The last tile's direct stores (Sm100Config.direct_last_store, store_epi_subtile_vectors)
+SM100_EPI_THREADS = 128  # the four epilogue warps
+SM100_STORE_VECTOR = 8  # fp16 elements of one 16-byte store
+
+
+def sm100_epi_chunk(tidx, p: int, chunks_per_line: int):
+    """(chunk, line) of the p-th 16-byte chunk a thread stores of an epilogue subtile: lines
+    run along the subtile's strided mode, chunks of 8 elements along its contiguous one.
+    Consecutive threads take consecutive chunks of a line, so a warp's stores are whole C
+    row segments (two of 256 bytes with swap-AB, eight of 64 bytes without); the 128
+    threads cover the 128 x 32 subtile in 4 passes. Works on ints and DSL integers."""
+    return tidx % chunks_per_line, p * (SM100_EPI_THREADS // chunks_per_line) + tidx // chunks_per_line
+
+
+def swizzle_offset(x, bits: int, base: int, shift: int):
+    """CuTe's Swizzle<bits, base, shift> of an offset: bits [base + shift, base + shift +
+    bits) XORed into [base, base + bits). The DSL states shared-memory swizzles in bytes
+    (S<3,4,3> is the 128-byte swizzle at any element width) and applies them to the byte
+    address; works on ints and DSL integers."""
+    return x ^ ((x >> shift) & (((1 << bits) - 1) << base))
+
+
 # Benchmarks of task.yml, keyed by sm100_problem_signature.
 _SM100_BENCH_1 = tuple((m, 4096, 7168) for m in (80, 176, 128, 72, 64, 248, 96, 160))
 _SM100_BENCH_2 = tuple((m, 7168, 2048) for m in (40, 76, 168, 72, 164, 148, 196, 160))
@@ -365,7 +393,15 @@ SM100_NAMED_CONFIGS: dict = {
     "plain_1cta_m128n128": make_sm100_config(128, 128, swap_ab=False, cta_group=1),
     "plain_2cta_m256n128": make_sm100_config(256, 128, swap_ab=False, cta_group=2),
     "swap_1cta_m32n128": make_sm100_config(SM100_TINY_MMA_N, 128, swap_ab=True, cta_group=1),
+    "swap_2cta_m128n256_direct": make_sm100_config(128, 256, swap_ab=True, cta_group=2, direct_last_store=True),
 }
+
+# Named configs no call takes: neither the table, the chooser nor SM100_ALTERNATIVES names
+# them. tools/sm100_sweep.py times them beside today's config after every other case, so
+# that a fault of their new code (a sticky one ends the process) costs only that pass.
+# direct_last_store: the model's 0.9 us a call (tools/call_model.py --changes) from the
+# last tile's stores, as the Hopper kernel measured (docs/design.md, "Direct stores").
+SM100_TRIAL_CONFIGS = ("swap_2cta_m128n256_direct",)
 
 
 # What a problem runs when its chosen config is retired (a failed self-check, a refused
@@ -414,6 +450,57 @@ def choose_sm100_config(problem_sizes: Sequence[Sequence[int]], num_sms: int = 1
     ok, reason = sm100_config_is_legal(cfg)
     assert ok, reason
     return cfg
+
+
+def sm100_epi_layouts(cta_tile_shape_mnk, use_2cta: bool, c_layout, c_stages: int):
+    """The epilogue's subtile of the accumulator, (EPI_TILE_M, EPI_TILE_N), and the fp16
+    smem layout of its C_STAGE buffers, (EPI_TILE_M, EPI_TILE_N, C_STAGE): CUTLASS's, as
+    the GEMM and the direct stores' GPU test build them (call within a jit)."""
+    epi_tile = sm100_utils.compute_epilogue_tile_shape(cta_tile_shape_mnk, use_2cta, c_layout, cutlass.Float16)
+    return epi_tile, sm100_utils.make_smem_layout_epi(cutlass.Float16, c_layout, epi_tile, c_stages)
+
+
+@cute.jit
+def store_epi_subtile_vectors(
+    tidx: Int32,
+    sC_base: Int32,
+    c_smem: cute.ComposedLayout,
+    c_buffer: Int32,
+    contiguous: cutlass.Constexpr[int],
+    c_addr: Int64,
+    origin: tuple,
+    extents: tuple,
+    strides: tuple,
+):
+    """One epilogue subtile staged in sC -> C with 16-byte stores by the 128 epilogue
+    threads, for a CTA's last tile (Sm100Config.direct_last_store). A TMA store keeps the
+    CTA, and its SM, which the next call's CTA waits for, until the TMA unit has read the
+    buffer: about 1 us after the store is issued on the Hopper kernel (docs/design.md,
+    "Direct stores"); plain stores leave nothing reading shared memory once issued.
+
+    sC_base: the byte address of sC, 1024-byte aligned (so the swizzle of an offset is that
+    of the address); c_smem: sC's (EPI_TILE_M, EPI_TILE_N, C_STAGE) layout; contiguous: the
+    subtile mode that is contiguous in C and in sC (0 with swap-AB); origin: gC's
+    coordinates of the subtile's element (0, 0); extents, strides: gC's (elements), in gC's
+    mode order. A 16-byte chunk lies wholly inside C or wholly past its contiguous extent
+    (a multiple of 8, is_valid_sm100_problem); chunks past either extent are not stored, as
+    the TMA store clips them."""
+    outer = c_smem.outer
+    swz = c_smem.inner
+    elem_bytes = 2  # fp16 C
+    size_c = cute.size(outer, mode=[contiguous])
+    size_s = cute.size(outer, mode=[1 - contiguous])
+    chunks_per_line = size_c // SM100_STORE_VECTOR
+    for p in cutlass.range_constexpr(size_c * size_s // (SM100_STORE_VECTOR * SM100_EPI_THREADS)):
+        chunk, line = sm100_epi_chunk(tidx, p, chunks_per_line)
+        # (EPI_TILE_M, EPI_TILE_N) coordinates of the chunk's first element
+        crd = (chunk * SM100_STORE_VECTOR, line) if contiguous == 0 else (line, chunk * SM100_STORE_VECTOR)
+        off = cute.crd2idx((crd[0], crd[1], c_buffer), outer) * elem_bytes
+        v = ld_shared_v4(sC_base + swizzle_offset(off, swz.num_bits, swz.num_base, swz.num_shift))
+        g0 = origin[0] + crd[0]
+        g1 = origin[1] + crd[1]
+        addr = c_addr + (Int64(g0) * strides[0] + Int64(g1) * strides[1]) * elem_bytes
+        st_global_v4_b32(addr, *v, Int32(g0 < extents[0] and g1 < extents[1]))
 
 
 # Kernel
@@ -544,8 +631,8 @@ class Sm100BlockScaledGroupedGemm:
         self.num_mcast_ctas_b = cute.size(self.cluster_layout_vmnk.shape[1])
         self.is_a_mcast = self.num_mcast_ctas_a > 1
         self.is_b_mcast = self.num_mcast_ctas_b > 1
-        self.epi_tile = sm100_utils.compute_epilogue_tile_shape(
-            self.cta_tile_shape_mnk, self.use_2cta, self.c_layout, self.c_dtype
+        self.epi_tile, self.c_smem_layout_staged = sm100_epi_layouts(
+            self.cta_tile_shape_mnk, self.use_2cta, self.c_layout, self.num_c_stage
         )
         self.a_smem_layout_staged = sm100_utils.make_smem_layout_a(
             tiled_mma, self.mma_tiler, self.ab_dtype, self.num_ab_stage
@@ -558,9 +645,6 @@ class Sm100BlockScaledGroupedGemm:
         )
         self.sfb_smem_layout_staged = blockscaled_utils.make_smem_layout_sfb(
             tiled_mma, self.mma_tiler, SM100_SF_VEC_SIZE, self.num_ab_stage
-        )
-        self.c_smem_layout_staged = sm100_utils.make_smem_layout_epi(
-            self.c_dtype, self.c_layout, self.epi_tile, self.num_c_stage
         )
         # The host-side budget functions must describe exactly what is compiled.
         stage_bytes = (
@@ -767,6 +851,7 @@ class Sm100BlockScaledGroupedGemm:
     def __call__(
         self,
         sizes_ptr: cute.Pointer,
+        ptrs_ptr: cute.Pointer,
         schedule_ptr: cute.Pointer,
         tensormaps_ptr: cute.Pointer,
         num_tiles: cutlass.Int32,
@@ -784,6 +869,8 @@ class Sm100BlockScaledGroupedGemm:
         )
         # (T, 3) group, tile_m_idx, tile_n_idx
         mSched = cute.make_tensor(schedule_ptr, cute.make_layout((num_tiles, 3), stride=(3, 1)))
+        # (G, 5) a, b, sfa, sfb, c: the direct stores' C addresses (the TMA's are in mDesc)
+        mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((num_groups, 5), stride=(5, 1)))
         self.num_tma_load_bytes = sm100_tma_bytes_per_stage(self.cfg)
 
         @cute.struct
@@ -844,6 +931,7 @@ class Sm100BlockScaledGroupedGemm:
                 self.epi_tile,
             ),
             mSizes,
+            mPtrs,
             mSched,
             mDesc,
             num_tiles,
@@ -866,6 +954,7 @@ class Sm100BlockScaledGroupedGemm:
         tma_tensors: tuple,
         layouts: tuple,
         mSizes: cute.Tensor,
+        mPtrs: cute.Tensor,
         mSched: cute.Tensor,
         mDesc: cute.Tensor,
         num_tiles: cutlass.Int32,
@@ -948,6 +1037,7 @@ class Sm100BlockScaledGroupedGemm:
         sSFB = storage.sSFB.get_tensor(lay.sfb_smem)
         # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
         sC = storage.sC.get_tensor(lay.c_smem.outer, swizzle=lay.c_smem.inner)
+        sC_base = storage.sC.data_ptr().toint()  # the direct stores' (byte address, 1024-aligned)
 
         thr_mma = tiled_mma.get_slice(mma_tile_coord_v)
         thr_mma_sfb = tiled_mma_sfb.get_slice(mma_tile_coord_v)
@@ -1050,12 +1140,14 @@ class Sm100BlockScaledGroupedGemm:
                 tma_atom_c,
                 tCgC,
                 sC,
+                sC_base,
                 tCtAcc_fake,
                 storage.tmem_holding_buf.ptr,
                 storage.tmem_dealloc_mbar.ptr,
                 storage.mma_done_mbar.ptr,
                 cta_rank_in_cluster,
                 mSizes,
+                mPtrs,
                 mSched,
                 mDesc,
                 cluster_idx,
@@ -1499,12 +1591,14 @@ class Sm100BlockScaledGroupedGemm:
         tma_atom_c: cute.CopyAtom,
         tCgC: cute.Tensor,
         sC: cute.Tensor,
+        sC_base: cutlass.Int32,
         tCtAcc_fake: cute.Tensor,
         tmem_holding_ptr,
         tmem_dealloc_mbar_ptr,
         mma_done_ptr,
         cta_rank_in_cluster,
         mSizes: cute.Tensor,
+        mPtrs: cute.Tensor,
         mSched: cute.Tensor,
         mDesc: cute.Tensor,
         cluster_idx: cutlass.Int32,
@@ -1592,6 +1686,17 @@ class Sm100BlockScaledGroupedGemm:
             bSG_gC = cute.group_modes(
                 bSG_gC_all[(None, None, None, tile_mma_m, tile_mma_n, 0)], 1, 3
             )
+            direct = False
+            if cutlass.const_expr(self.cfg.direct_last_store):
+                direct = t + num_clusters >= num_tiles
+                # C's address and extents, read before the accumulator wait: their latency
+                # (DRAM after the harness's L2 flush) passes under the tile's MMAs
+                c_addr = mPtrs[(group, SM100_DESC_C)]
+                c_m = mSizes[(group, 0)]
+                c_n = mSizes[(group, 1)]
+                # gC's coordinates of each subtile's element (0, 0), as the TMA store's boxes
+                # (EPI_TILE_M, EPI_TILE_N, EPI_M * EPI_N)
+                gC_sub = cute.group_modes(gC_epi[(None, None, None, None, tile_mma_m, tile_mma_n, 0)], 2, 4)
             # (T2R, T2R_M, T2R_N, EPI_M * EPI_N)
             tTR_tAcc = cute.group_modes(
                 tTR_tAcc_base[(None, None, None, None, None, acc_state.index)], 3, 5
@@ -1613,16 +1718,23 @@ class Sm100BlockScaledGroupedGemm:
                 cute.arch.barrier(
                     barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
                 )
-                if warp_idx == self.epilog_warp_ids[0]:
-                    cute.copy(
-                        tma_atom_c,
-                        bSG_sC[(None, c_buffer)],
-                        bSG_gC[(None, sub)],
-                        tma_desc_ptr=manager.get_tensormap_ptr(desc_c, cute.AddressSpace.generic),
-                    )
-                    # wait until the other buffer's store has read smem before reuse
-                    c_pipeline.producer_commit()
-                    c_pipeline.producer_acquire()
+                if cutlass.const_expr(self.cfg.direct_last_store):
+                    if direct:
+                        if warp_idx == self.epilog_warp_ids[0]:
+                            # the last TMA store may still read the buffer the next subtile
+                            # fills: done before the barrier below lets anyone write it
+                            cute.arch.cp_async_bulk_wait_group(0, read=True)
+                        store_epi_subtile_vectors(
+                            tidx, sC_base, lay.c_smem, c_buffer, 0 if self.cfg.swap_ab else 1, c_addr,
+                            gC_sub[(0, 0, sub)], (c_n, c_m) if self.cfg.swap_ab else (c_m, c_n),
+                            (1, c_n) if self.cfg.swap_ab else (c_n, 1),
+                        )
+                    else:
+                        self.store_subtile_tma(warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager,
+                                               desc_c, c_pipeline)
+                else:
+                    self.store_subtile_tma(warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager,
+                                           desc_c, c_pipeline)
                 cute.arch.barrier(
                     barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
                 )
@@ -1666,6 +1778,21 @@ class Sm100BlockScaledGroupedGemm:
         c_pipeline.producer_tail()
         guard.leave(tidx % 32 == 0)
 
+    @cute.jit
+    def store_subtile_tma(self, warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager, desc_c,
+                          c_pipeline):
+        """Epilogue warp 0 stores a staged subtile with the TMA, which clips it to C."""
+        if warp_idx == self.epilog_warp_ids[0]:
+            cute.copy(
+                tma_atom_c,
+                bSG_sC[(None, c_buffer)],
+                bSG_gC[(None, sub)],
+                tma_desc_ptr=manager.get_tensormap_ptr(desc_c, cute.AddressSpace.generic),
+            )
+            # wait until the other buffer's store has read smem before reuse
+            c_pipeline.producer_commit()
+            c_pipeline.producer_acquire()
+
 
 # Compilation (works without a GPU: fake pointers)
 
@@ -1687,7 +1814,7 @@ def compile_sm100(config: Sm100Config, watch: WatchSettings = WatchSettings()) -
     )
     gemm_fn = cute.compile(
         kernel,
-        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, desc_align),
+        fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64), fake_ptr(cutlass.Int32), fake_ptr(cutlass.Int64, desc_align),
         Int32(1), Int32(config.cta_group), Int32(1), *fake_watch_args(),
     )
 
@@ -1699,7 +1826,7 @@ def compile_sm100(config: Sm100Config, watch: WatchSettings = WatchSettings()) -
 
     def prepare(sizes, ptrs, tensormaps, sched, scratch, watch: LaunchWatch):
         args = (
-            gmem_arg(sizes, cutlass.Int32), gmem_arg(sched.schedule, cutlass.Int32),
+            gmem_arg(sizes, cutlass.Int32), gmem_arg(ptrs, cutlass.Int64), gmem_arg(sched.schedule, cutlass.Int32),
             gmem_arg(tensormaps, cutlass.Int64, desc_align), int_arg(Int32, sched.host.num_tiles),
             int_arg(Int32, sched.host.grid), int_arg(Int32, sizes.shape[0]), *watch.args(),
         )

@@ -100,6 +100,10 @@ def test_compile_sm100(dsl, config, tmp_path):
     assert report["has_block_scale_mma"], "no tcgen05.mma kind::mxf4nvf4.block_scale"
     assert report["ld_local"] == 0 and report["st_local"] == 0, "local memory traffic"
     assert gemm["tma_store"] > 0, "epilogue does not use a TMA store"
+    # direct_last_store: one subtile's 4 chunks a thread (unrolled), each a 16-byte smem
+    # read and a predicated 16-byte store; no other config stores C without the TMA
+    direct = k.SM100_NAMED_CONFIGS[config].direct_last_store
+    assert (gemm["ld_shared_v4"], gemm["st_global_v4"]) == ((4, 4) if direct else (0, 0)), gemm
     assert gemm["tma_load"] > 0
     assert gemm["tcgen05_alloc"] == gemm["tcgen05_dealloc"] == 1
     assert gemm["tensormap_replace"] == 0, "the GEMM must not rewrite descriptors"

@@ -399,3 +399,56 @@ def test_a_retired_blackwell_config_gives_way_to_the_next_that_takes_the_problem
     assert "failed its self-check" in reason
     decode = [(m, 4096, 7168, 1) for m in (4, 6, 7, 3, 4, 1, 2, 32)]
     assert sequence(decode)[0][:2] == ["swap_1cta_m32n128", "swap_2cta_m128n256"]
+
+
+def test_trial_configs_are_named_but_never_chosen_nor_offered():
+    """A trial config (SM100_TRIAL_CONFIGS) is compiled and swept, but no call takes it:
+    not the table's, not the chooser's on any problem, not an alternative of any config."""
+    import random
+
+    trials = {sm100.SM100_NAMED_CONFIGS[name] for name in sm100.SM100_TRIAL_CONFIGS}
+    assert trials and not trials & set(sm100.SM100_CONFIG_TABLE.values())
+    assert not set(sm100.SM100_TRIAL_CONFIGS) & set(sm100.SM100_ALTERNATIVES)
+    for cfg in sm100.SM100_NAMED_CONFIGS.values():
+        assert not trials & set(sm100.sm100_alternatives(cfg)), cfg
+    rng = random.Random(5)
+    problems = list(BENCH_SHAPES.values()) + [
+        [(rng.randint(1, 2048), 8 * rng.randint(1, 1024), 256 * rng.randint(1, 28), 1)
+         for _ in range(rng.randint(1, 64))]
+        for _ in range(300)
+    ]
+    for sizes in problems:
+        assert sm100.choose_sm100_config(sizes) not in trials
+
+
+@pytest.mark.parametrize("chunks_per_line", [16, 4])
+def test_direct_store_chunks_cover_the_epilogue_subtile_once(chunks_per_line):
+    """sm100_epi_chunk: the 128 epilogue threads' 4 chunks each cover the 128 x 32 subtile
+    (as 8-element chunks along its contiguous mode) exactly once, and each warp's chunks
+    of a pass are whole lines (C row segments)."""
+    contiguous = 128 if chunks_per_line == 16 else 32
+    lines = sm100.SM100_EPI_TILE_ELEMS // contiguous
+    passes = sm100.SM100_EPI_TILE_ELEMS // (sm100.SM100_STORE_VECTOR * sm100.SM100_EPI_THREADS)
+    seen = collections.Counter()
+    for p in range(passes):
+        for warp in range(4):
+            warp_chunks = [sm100.sm100_epi_chunk(32 * warp + lane, p, chunks_per_line) for lane in range(32)]
+            by_line = collections.Counter(line for _, line in warp_chunks)
+            assert all(n == chunks_per_line for n in by_line.values()), by_line
+            seen.update(warp_chunks)
+    assert set(seen.values()) == {1}
+    assert set(seen) == {(c, line) for c in range(chunks_per_line) for line in range(lines)}
+
+
+@pytest.mark.parametrize("bits,base,shift", [(3, 4, 3), (2, 4, 3), (1, 4, 3)])
+def test_swizzle_offset_is_cutes_swizzle_and_keeps_16_byte_chunks_whole(bits, base, shift):
+    """swizzle_offset against CuTe's definition (Swizzle<B, M, S>: yyy_msk = ((1 << B) - 1)
+    << (M + S); x ^ ((x & yyy_msk) >> S)), a bijection on each 1024-byte block that moves
+    16-byte chunks whole (base 4): a chunk's 16 bytes stay contiguous."""
+    yyy = ((1 << bits) - 1) << (base + shift)
+    block = 1 << (base + shift + bits)
+    images = [sm100.swizzle_offset(x, bits, base, shift) for x in range(block)]
+    assert images == [x ^ ((x & yyy) >> shift) for x in range(block)]
+    assert sorted(images) == list(range(block))
+    for x in range(0, block, 16):
+        assert images[x:x + 16] == list(range(images[x], images[x] + 16))

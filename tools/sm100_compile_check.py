@@ -193,6 +193,10 @@ def scan_ptx(ptx: Path) -> dict:
         "ld_local": len(re.findall(r"\bld\.local", text)),
         "st_local": len(re.findall(r"\bst\.local", text)),
         "tma_store": len(TMA_STORE.findall(text)),
+        # the last tile's direct stores (direct_last_store): 16-byte smem reads, predicated
+        # 16-byte global stores
+        "ld_shared_v4": len(re.findall(r"\bld\.shared\.v4\.b32", text)),
+        "st_global_v4": len(re.findall(r"@p st\.global\.v4\.b32", text)),
         "tma_load": len(TMA_LOAD.findall(text)),
         "tcgen05_alloc": len(re.findall(r"tcgen05\.alloc\.", text)),
         "tcgen05_dealloc": len(re.findall(r"tcgen05\.dealloc\.", text)),
