@@ -9,7 +9,6 @@ outside the clipped subtile may change."""
 
 import pytest
 import torch
-
 from conftest import requires_cuda
 
 pytestmark = [pytest.mark.gpu, requires_cuda]

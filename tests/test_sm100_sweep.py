@@ -34,12 +34,17 @@ def test_plan_lists_each_cases_legal_configs_and_fits_its_step():
     (every group at most 32 tokens) the decode config too; the whole sweep is estimated
     within the b200 step's limit."""
     lines, seconds = sw.plan(sw.sweep_cases(), sw.ROUNDS, sw.PlanTarget())
-    assert len(lines) == 22
+    # 21 cases, then the trial pass's 4 benchmark cases, then the total
+    assert len(lines) == 26
     bench0 = lines[0]
     assert "today swap_2cta_m128n256" in bench0 and "speed of light 18.83 us" in bench0
     for name in ("swap_2cta_m128n256", "swap_1cta_m128n128", "plain_1cta_m128n128", "plain_2cta_m256n128"):
         assert name in bench0
     assert "swap_1cta_m32n128" not in bench0
+    assert "_direct" not in bench0  # a trial: timed in a pass of its own
+    trial3 = lines[24]
+    assert trial3.startswith("trial: benchmark 3") and "swap_2cta_m128n256 5.51 us" in trial3
+    assert "swap_2cta_m128n256_direct 4.61 us" in trial3 and trial3.count(" us (") == 2
     decode = next(line for line in lines if line.startswith("regime 6"))
     assert "today swap_1cta_m32n128" in decode and "swap_1cta_m32n128 " in decode
     assert 60 < seconds < b200_step_limits()["sweep"]
@@ -49,7 +54,7 @@ def test_plan_runs_from_the_command_line_without_a_gpu():
     proc = subprocess.run([sys.executable, "tools/sm100_sweep.py", "--plan", "--cases", "benchmarks"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("\n") == 5 and "4 cases, 10 rounds each" in proc.stdout
+    assert proc.stdout.count("\n") == 9 and "4 cases and 4 trial cases, 10 rounds each" in proc.stdout
 
 
 class FakeTarget:
@@ -58,6 +63,7 @@ class FakeTarget:
     numbers. The time of a call is the config's cost, read by the stub timer."""
 
     cost_us = {"fast": 2.0, "slow": 3.0, "falls_back": 1.0, "wrong": 1.5}
+    trials = ()
 
     def __init__(self):
         self.name = None
@@ -191,8 +197,9 @@ def test_submission_target_runs_each_config_on_its_own_runner(monkeypatch):
     module.get_runner = get_runner
     target = sw.SubmissionTarget(module, "cuda:0")
     sizes = [(192, 3072, 4096, 1), (320, 3072, 4096, 1)]
-    configs = target.configs(sizes)
+    configs = sw.stable_configs(target, sizes)
     assert set(configs) == {"swap_2cta_m128n256", "swap_1cta_m128n128", "plain_1cta_m128n128", "plain_2cta_m256n128"}
+    assert list(sw.trial_configs(target, sizes)) == ["swap_2cta_m128n256", "swap_2cta_m128n256_direct"]
     for name, cfg in configs.items():
         target.select(name, cfg)
         assert module._last_runner is target.current is module._runners[("cuda:0", "sm100")]
@@ -236,3 +243,29 @@ def test_gpu_verify_b200_mode_fits_25_minutes():
     assert sum(limits.values()) <= budget <= 25 * 60
     assert "b200-summary.txt" in text
     assert "tools/sm100_sweep.py" in text
+
+
+class TrialTarget(FakeTarget):
+    """FakeTarget with "fast" a trial config."""
+
+    trials = ("fast",)
+
+
+def test_trials_are_timed_in_their_own_pass_beside_todays_config(monkeypatch):
+    """A trial config is not in a case's main pass; its pass times it beside today's, on
+    the benchmark cases only, and its table gives trial / today and the model's ratio."""
+    monkeypatch.setattr(sw.call_model, "predict_sm100",
+                        lambda sizes, cfg: SimpleNamespace(warm_mean_us={"fast": 2.4, "slow": 3.2}.get(cfg.name, 2.5)))
+    target = TrialTarget()
+    cases = sw.sweep_cases("benchmarks,tests")
+    assert "fast" not in sw.stable_configs(target, cases[0].sizes)
+    assert set(sw.trial_configs(target, cases[0].sizes)) == {"slow", "fast"}
+    trials = sw.trial_cases(cases, target)
+    assert [c.label for c in trials] == [f"benchmark {i}" for i in range(4)]
+    assert sw.trial_cases(cases, FakeTarget()) == []
+    results = sw.run_case(target, trials[3], list(range(15)), ["right"], lambda out, ref: out == ref,
+                          _stub_timer(target), rounds=2, configs=sw.trial_configs(target, trials[3].sizes))
+    assert set(results) == {"slow", "fast"}
+    assert target.selects[2:] == ["slow", "fast", "fast", "slow"]
+    lines = sw.format_trials([trials[3]], [results], ["slow"])
+    assert lines[2] == "| benchmark 3 | fast | 3.00 | 2.00 | 0.667 | 0.750 |"

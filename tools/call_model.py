@@ -233,6 +233,14 @@ SM100_EPILOGUE_US = 0.7 + 1.0
 SM100_DIRECT_STORE_SAVING_US = 0.9
 SM100_COSTS = KernelCosts(SM100_PROLOGUE_US, SM100_EPILOGUE_US, PDL_OVERLAP_US, 0.0)
 
+
+def sm100_costs(cfg) -> KernelCosts:
+    """A Blackwell config's fixed costs: SM100_COSTS, less the TMA store's drain where the
+    last tile stores directly (Sm100Config.direct_last_store)."""
+    if cfg.direct_last_store:
+        return replace(SM100_COSTS, epilogue_us=SM100_COSTS.epilogue_us - SM100_DIRECT_STORE_SAVING_US)
+    return SM100_COSTS
+
 # The best legitimate public entry's times on the four benchmark shapes, us
 # (docs/performance.md, "B200: the speed of light")
 PUBLIC_ENTRY_US = (27.9, 19.4, 8.5, 6.4)
@@ -287,7 +295,7 @@ def _token_bytes(used: int, k_tile: int) -> int:
 
 
 def sm100_plan(sizes: Sequence[Sequence[int]], cfg, machine: Machine = B200,
-               costs: KernelCosts = SM100_COSTS, clusters: int | None = None,
+               costs: KernelCosts | None = None, clusters: int | None = None,
                order=sm100_tile_order, split: str | None = None) -> CallPlan:
     """The Blackwell kernel's call: its schedule's rows (`order`: the kernel's own,
     sm100_tile_order, or another such as build_tile_schedule's, whose separate runs of a
@@ -298,6 +306,7 @@ def sm100_plan(sizes: Sequence[Sequence[int]], cfg, machine: Machine = B200,
     balanced_units, "k-range": k_range_units), each piece after the first paying
     SM100_SPLIT_PIECE_US."""
     sizes = [tuple(s) for s in sizes if s[0] and s[1]]
+    costs = sm100_costs(cfg) if costs is None else costs
     rows = order(sizes, cfg.tile_m, cfg.tile_n)
     # the grid: one cluster per tile at most, or every resident cluster for split pieces
     resident = clusters or sm100_grid_ctas(cfg, 1 << 30, machine.num_sms) // cfg.cta_group
@@ -734,11 +743,12 @@ def format_first_call() -> str:
 
 # Changes to the Blackwell kernel, each alone and all together, as the model prices them
 def _sm100_variant(sizes, cfg, change: str, machine: Machine = B200) -> Prediction:
-    costs = SM100_COSTS
     kw = {}
     everything = change == "all of them"
     if change == "direct stores on the last tile" or everything:
-        costs = replace(costs, epilogue_us=costs.epilogue_us - SM100_DIRECT_STORE_SAVING_US)
+        # built as a trial config (SM100_TRIAL_CONFIGS): today's with direct_last_store
+        cfg = replace(cfg, direct_last_store=True)
+    costs = sm100_costs(cfg)
     unsplit = predict(sm100_plan(sizes, cfg, machine, costs=costs, **kw), machine, len(sizes))
     if change == "split tiles into K pieces" or everything:
         one_wave = sm100_plan(sizes, cfg, machine).waves <= 1

@@ -26,6 +26,11 @@ A config that fell back, failed its check or raised has no time and is never cho
 The output: per case and config the mean and best round, x speed of light (the case's
 bytes at task.yml's 7.69 TB/s, tools/call_model.py), the model's prediction and the
 measured / predicted ratio; then the choice table ready to paste into SM100_CONFIG_TABLE.
+
+Trial configs (SM100_TRIAL_CONFIGS: named, never chosen, new code never run on a B200) are
+left out of that pass and timed after it, on the benchmark cases, alternating with today's
+config: a fault of theirs, which may end the process, then costs only the trial pass, and
+their table gives trial / today per shape.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ for path in (ROOT, ROOT / "tools"):
 
 import call_model  # noqa: E402
 
+from nvfp4_gemm.sm100 import SM100_TRIAL_CONFIGS  # noqa: E402
 from tools.probes.sm90_sweep import load_submission  # noqa: E402  (the Hopper sweep's, shared)
 
 ROUNDS = 10
@@ -113,6 +119,10 @@ class SubmissionTarget:
     def configs(self, sizes) -> dict:
         S = self.S
         return {name: cfg for name, cfg in S.SM100_NAMED_CONFIGS.items() if S.sm100_can_implement(cfg, sizes)[0]}
+
+    @property
+    def trials(self) -> tuple:
+        return getattr(self.S, "SM100_TRIAL_CONFIGS", ())
 
     def chosen(self, sizes) -> str:
         return self.S.sm100_config_name(self.S.choose_sm100_config(sizes))
@@ -217,9 +227,48 @@ def timed_round(target, name: str, cfg, data_list, time_calls) -> float | None:
     return stats.mean / 1e3
 
 
-def run_case(target, case: Case, data_list, reference_out, close, time_calls, rounds: int) -> dict:
-    """Every config of the case: first calls, then `rounds` rounds in rotating order."""
-    configs = target.configs(case.sizes)
+def stable_configs(target, sizes) -> dict:
+    """The configs the main pass times: every named one that takes the sizes, but trials."""
+    return {name: cfg for name, cfg in target.configs(sizes).items() if name not in target.trials}
+
+
+def trial_configs(target, sizes) -> dict:
+    """The trial pass's configs of a case: today's and the trials that take the sizes, or
+    none where no trial does."""
+    configs = target.configs(sizes)
+    today = target.chosen(sizes)
+    trials = {name: cfg for name, cfg in configs.items() if name in target.trials}
+    return {today: configs[today], **trials} if trials and today in configs else {}
+
+
+def trial_cases(cases: list[Case], target) -> list[Case]:
+    """The benchmark cases among `cases` that a trial config takes."""
+    return [case for case in cases if case.label.startswith("benchmark") and trial_configs(target, case.sizes)]
+
+
+def format_trials(cases: list[Case], all_results: list[dict], today: list[str]) -> list[str]:
+    """Per benchmark case and trial config: its mean against today's, same process."""
+    lines = ["| case | trial | today us | trial us | trial / today | model trial / today |",
+             "|---|---|---|---|---|---|"]
+    for case, results, now in zip(cases, all_results, today):
+        base = results.get(now)
+        for name, r in results.items():
+            if name == now:
+                continue
+            ratio = (f"{r.mean_us / base.mean_us:.3f}" if base and base.mean_us and r.mean_us
+                     else r.status if not r.ok else "-")
+            model = (f"{r.predicted_us / base.predicted_us:.3f}" if base and base.predicted_us and r.predicted_us
+                     else "-")
+            lines.append(f"| {case.label} | {name} | {'-' if not base or base.mean_us is None else f'{base.mean_us:.2f}'} | "
+                         f"{'-' if r.mean_us is None else f'{r.mean_us:.2f}'} | {ratio} | {model} |")
+    return lines
+
+
+def run_case(target, case: Case, data_list, reference_out, close, time_calls, rounds: int,
+             configs: dict | None = None) -> dict:
+    """Every config of the case (`configs`, else stable_configs'): first calls, then
+    `rounds` rounds in rotating order."""
+    configs = stable_configs(target, case.sizes) if configs is None else configs
     results = {name: first_calls(target, name, cfg, data_list, reference_out, close)
                for name, cfg in configs.items()}
     names = [name for name in configs if results[name].ok]
@@ -302,22 +351,24 @@ def plan_seconds(case: Case, configs: dict, predictions: dict, rounds: int) -> f
 def plan(cases: list[Case], rounds: int, target) -> tuple[list[str], float]:
     """What the sweep would time and about how long it would take, without a GPU."""
     lines, total, compiled = [], 0.0, set()
-    for case in cases:
-        configs = target.configs(case.sizes)
+    trials = [(f"trial: {case.label}", case, trial_configs(target, case.sizes)) for case in trial_cases(cases, target)]
+    for label, case, configs in [(c.label, c, stable_configs(target, c.sizes)) for c in cases] + trials:
         predictions = {name: call_model.predict_sm100(case.sizes, cfg).warm_mean_us for name, cfg in configs.items()}
         seconds = plan_seconds(case, configs, predictions, rounds) + COMPILE_S * len(set(configs) - compiled)
         compiled |= set(configs)
         total += seconds
         sol = call_model.sol_us(case.sizes)
         cells = ", ".join(f"{name} {us:.2f} us ({us / sol:.2f}x)" for name, us in predictions.items())
-        lines.append(f"{case.label} (G = {case.spec['g']}; today {target.chosen(case.sizes)}; "
+        lines.append(f"{label} (G = {case.spec['g']}; today {target.chosen(case.sizes)}; "
                      f"speed of light {sol:.2f} us; about {seconds:.0f} s): {cells or 'no config takes it'}")
-    lines.append(f"{len(cases)} cases, {rounds} rounds each, about {total / 60:.1f} min")
+    lines.append(f"{len(cases)} cases and {len(trials)} trial cases, {rounds} rounds each, about {total / 60:.1f} min")
     return lines, total
 
 
 class PlanTarget:
     """The package's chooser and legality, for --plan on a machine without a GPU."""
+
+    trials = SM100_TRIAL_CONFIGS
 
     def configs(self, sizes) -> dict:
         return call_model.sm100_candidates(sizes)
@@ -355,25 +406,41 @@ def run_on_gpu(cases: list[Case], rounds: int, module: str | None, json_path: st
     def time_calls(fn, data_list):
         return ev.time_calls(fn, data_list, False, None, 1, math.inf)
 
-    all_results, today, report = [], [], []
     start = time.monotonic()
-    for case in cases:
-        data_list = ev._benchmark_inputs(ev.TestCase(dict(case.spec), ""))
-        reference_out = reference.ref_kernel(ev._clone_data(data_list[0]))
-        results = run_case(target, case, data_list, reference_out, _close, time_calls, rounds)
-        now = target.chosen(case.sizes)
-        all_results.append(results)
-        today.append(now)
-        print("\n".join(format_case(case, results, now)), f"[{time.monotonic() - start:.0f} s]", flush=True)
-        report.append({"case": case.label, "spec": case.spec, "today": now, "best": choice(results),
-                       "configs": {n: dataclasses.asdict(r) | {"mean_us": r.mean_us, "best_us": r.best_us}
-                                   for n, r in results.items()}})
-        del data_list, reference_out
-        torch.cuda.empty_cache()
-    print("\n" + "\n".join(format_choices(cases, all_results, today, S)))
-    if json_path:
-        Path(json_path).write_text(json.dumps(report, indent=1))
-    clean = all(r.ok for results in all_results for r in results.values())
+    report = []
+
+    def sweep(pass_cases, configs_of, prefix: str):
+        """Time each case's configs (configs_of(case)); its results and today's configs."""
+        all_results, today = [], []
+        for case in pass_cases:
+            data_list = ev._benchmark_inputs(ev.TestCase(dict(case.spec), ""))
+            reference_out = reference.ref_kernel(ev._clone_data(data_list[0]))
+            results = run_case(target, case, data_list, reference_out, _close, time_calls, rounds,
+                               configs_of(case))
+            now = target.chosen(case.sizes)
+            all_results.append(results)
+            today.append(now)
+            print(prefix + "\n".join(format_case(case, results, now)), f"[{time.monotonic() - start:.0f} s]",
+                  flush=True)
+            report.append({"case": case.label, "trial": bool(prefix), "spec": case.spec, "today": now,
+                           "best": choice(results),
+                           "configs": {n: dataclasses.asdict(r) | {"mean_us": r.mean_us, "best_us": r.best_us}
+                                       for n, r in results.items()}})
+            if json_path:  # after every case: what ran is kept if a later case ends the process
+                Path(json_path).write_text(json.dumps(report, indent=1))
+            del data_list, reference_out
+            torch.cuda.empty_cache()
+        return all_results, today
+
+    all_results, today = sweep(cases, lambda case: stable_configs(target, case.sizes), "")
+    print("\n" + "\n".join(format_choices(cases, all_results, today, S)), flush=True)
+    trials = trial_cases(cases, target)
+    trial_results = []
+    if trials:
+        print(f"\n== trial configs {', '.join(target.trials)}, beside today's", flush=True)
+        trial_results, trial_today = sweep(trials, lambda case: trial_configs(target, case.sizes), "trial: ")
+        print("\n" + "\n".join(format_trials(trials, trial_results, trial_today)))
+    clean = all(r.ok for results in all_results + trial_results for r in results.values())
     return 0 if clean else 1
 
 
