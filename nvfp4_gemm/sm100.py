@@ -400,7 +400,7 @@ SM100_NAMED_CONFIGS: dict = {
 # them. tools/sm100_sweep.py times them beside today's config after every other case, so
 # that a fault of their new code (a sticky one ends the process) costs only that pass.
 # direct_last_store: the model's 0.9 us a call (tools/call_model.py --changes) from the
-# last tile's stores, as the Hopper kernel measured (docs/design.md, "Direct stores").
+# last tile's stores, as the Hopper kernel measured (docs/design.md, sections 5 and 6).
 SM100_TRIAL_CONFIGS = ("swap_2cta_m128n256_direct",)
 
 
@@ -476,7 +476,7 @@ def store_epi_subtile_vectors(
     threads, for a CTA's last tile (Sm100Config.direct_last_store). A TMA store keeps the
     CTA, and its SM, which the next call's CTA waits for, until the TMA unit has read the
     buffer: about 1 us after the store is issued on the Hopper kernel (docs/design.md,
-    "Direct stores"); plain stores leave nothing reading shared memory once issued.
+    section 6, 2444083); plain stores leave nothing reading shared memory once issued.
 
     sC_base: the byte address of sC, 1024-byte aligned (so the swizzle of an offset is that
     of the address); c_smem: sC's (EPI_TILE_M, EPI_TILE_N, C_STAGE) layout; contiguous: the
@@ -518,7 +518,9 @@ class Sm100BlockScaledGroupedGemm:
       4. The MMA warp copies the scales to TMEM and issues tcgen05.mma kind::mxf4nvf4
          (2-CTA with cta_group 2) into one of acc_stages TMEM accumulators.
       5. The four epilogue warps drain an accumulator (TMEM -> registers -> fp16 -> smem)
-         while the next tile's MMAs run, and TMA-store it to C, which clips partial tiles.
+         while the next tile's MMAs run, and TMA-store it to C, which clips partial tiles;
+         with direct_last_store a CTA's last tile leaves smem through predicated 16-byte
+         stores instead (store_epi_subtile_vectors), so nothing holds the SM after it.
       With swap_ab the weights (N) take the MMA's M and the tokens its N.
 
     Constraints: K a multiple of 256 (SM100_TILE_K), N a multiple of 8 (16-byte C rows),

@@ -226,3 +226,18 @@ def test_the_first_round_under_each_measured_host_cost():
     budget = cm.first_call_budget_us(cm.geomean(cm.PUBLIC_ENTRY_US))
     assert cm.B200.flush_us / cm.CALLS_PER_ROUND < budget
     assert cm.geomean([p.ranked_mean_us for p in h100]) < cm.geomean(cm.PUBLIC_ENTRY_US)
+
+
+def test_built_changes_are_trial_configs_priced_as_the_change():
+    """A change the changes table calls built names a trial config, and the model prices
+    that config as it prices the change on today's config."""
+    from nvfp4_gemm import sm100
+
+    for change, name in cm.SM100_CHANGES_BUILT.items():
+        assert change in cm.SM100_CHANGES and name in sm100.SM100_TRIAL_CONFIGS
+        for spec in cm.task_specs("benchmarks"):
+            sizes = cm.spec_sizes(spec)
+            today = cm.choose_sm100_config(sizes)
+            built = cm.predict_sm100(sizes, sm100.SM100_NAMED_CONFIGS[name]).warm_mean_us
+            assert built == pytest.approx(cm._sm100_variant(sizes, today, change).warm_mean_us)
+            assert built < cm.predict_sm100(sizes, today).warm_mean_us

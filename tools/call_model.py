@@ -71,6 +71,7 @@ from nvfp4_gemm.sm90_config import (  # noqa: E402
 from nvfp4_gemm.sm100 import (  # noqa: E402
     SM100_NAMED_CONFIGS,
     SM100_TILE_K,
+    SM100_TRIAL_CONFIGS,
     choose_sm100_config,
     sm100_config_name,
     sm100_grid_ctas,
@@ -664,7 +665,7 @@ def format_b200_table() -> str:
     best = {}
     for shape, name, p, chosen in rows:
         sol = TASK_SOL_US[shape]
-        mark = " (today's)" if chosen else ""
+        mark = " (today's)" if chosen else " (trial)" if name in SM100_TRIAL_CONFIGS else ""
         out.append(f"| {shape} | `{name}`{mark} | {p.waves:.2f} | {_ms(p.warm_mean_us)} | "
                    f"{p.warm_mean_us / sol:.2f} | {PUBLIC_ENTRY_US[shape]} | "
                    f"{_ms(p.fixed_us)} / {_ms(p.bytes_us)} / {_ms(p.tail_us)} | {_ms(p.mma_us)} | "
@@ -676,7 +677,7 @@ def format_b200_table() -> str:
     top = [best[s][1].warm_mean_us for s in sorted(best)]
     out.append("")
     out.append(f"Geomean, today's configs: {geomean(today):.2f} us warm, {geomean(ranked):.2f} us ranked "
-               f"(first round included); the best config per shape: {geomean(top):.2f} us "
+               f"(first round included); the best config per shape, trials included: {geomean(top):.2f} us "
                f"({', '.join(best[s][0] for s in sorted(best))}); speed of light "
                f"{geomean(TASK_SOL_US):.2f} us; public entry {geomean(PUBLIC_ENTRY_US):.2f} us.")
     return "\n".join(out)
@@ -760,6 +761,8 @@ def _sm100_variant(sizes, cfg, change: str, machine: Machine = B200) -> Predicti
 
 
 SM100_CHANGES = ("today", "direct stores on the last tile", "split tiles into K pieces", "all of them")
+# the changes built as trial configs (SM100_TRIAL_CONFIGS), not chosen until a B200 runs them
+SM100_CHANGES_BUILT = {"direct stores on the last tile": "swap_2cta_m128n256_direct"}
 
 
 def changes_table() -> dict[str, list[Prediction]]:
@@ -779,7 +782,9 @@ def format_changes() -> str:
     out = ["| change | shape 0 | 1 | 2 | 3 | geomean us | ranked geomean us |", "|---|---|---|---|---|---|---|"]
     for change, row in changes_table().items():
         cells = " | ".join(_ms(p.warm_mean_us) for p in row)
-        out.append(f"| {change} | {cells} | {geomean([p.warm_mean_us for p in row]):.2f} | "
+        built = SM100_CHANGES_BUILT.get(change)
+        label = f"{change} (built: `{built}`, a trial)" if built else change
+        out.append(f"| {label} | {cells} | {geomean([p.warm_mean_us for p in row]):.2f} | "
                    f"{geomean([p.ranked_mean_us for p in row]):.2f} |")
     return "\n".join(out)
 

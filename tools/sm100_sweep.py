@@ -52,7 +52,6 @@ for path in (ROOT, ROOT / "tools"):
 
 import call_model  # noqa: E402
 
-from nvfp4_gemm.sm100 import SM100_TRIAL_CONFIGS  # noqa: E402
 from tools.probes.sm90_sweep import load_submission  # noqa: E402  (the Hopper sweep's, shared)
 
 ROUNDS = 10
@@ -368,7 +367,7 @@ def plan(cases: list[Case], rounds: int, target) -> tuple[list[str], float]:
 class PlanTarget:
     """The package's chooser and legality, for --plan on a machine without a GPU."""
 
-    trials = SM100_TRIAL_CONFIGS
+    trials = call_model.SM100_TRIAL_CONFIGS
 
     def configs(self, sizes) -> dict:
         return call_model.sm100_candidates(sizes)
