@@ -722,11 +722,9 @@ class GroupedGemmRunner:
         (the kernel resets what it consumed; a launch that gave up retires its config,
         whose tables are dropped)."""
         spares = group.spares
+        # the caller holds the runner's lock, as _release does to append: only this pops
         while spares:
-            try:
-                table = spares.popleft()()
-            except IndexError:  # emptied by a weakref callback's thread meanwhile
-                return None
+            table = spares.popleft()()
             if table is None or table.live or table.record.tripped or table.key is None:
                 continue
             self.pointers.discard(table.key, table)

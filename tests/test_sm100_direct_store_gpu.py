@@ -7,6 +7,8 @@ A probe kernel fills one smem buffer of the subtile through the CuTe tensor of t
 with store_epi_subtile_vectors; C must hold each element at its coordinate, and nothing
 outside the clipped subtile may change."""
 
+import functools
+
 import pytest
 import torch
 from conftest import requires_cuda
@@ -22,13 +24,9 @@ def _require_sm90_or_later():
         pytest.skip(f"the probe kernel needs sm_90 or later; this GPU is sm_{major}x")
 
 
-_COMPILED = {}
-
-
+@functools.cache
 def _probe(swap_ab: bool):
     """Compiled probe for one C layout: (src, c, buffer, origin0, origin1, ext0, ext1, stride0, stride1)."""
-    if swap_ab in _COMPILED:
-        return _COMPILED[swap_ab]
     from cutlass.cute.runtime import from_dlpack
 
     from nvfp4_gemm import sm100
@@ -68,9 +66,7 @@ def _probe(swap_ab: bool):
             grid=(1, 1, 1), block=[EPI_THREADS, 1, 1])
 
     src0 = torch.zeros(128, 32, dtype=torch.float16, device="cuda")
-    fn = cute.compile(launch, from_dlpack(src0), Int64(0), *[Int32(0)] * 7)
-    _COMPILED[swap_ab] = fn
-    return fn
+    return cute.compile(launch, from_dlpack(src0), Int64(0), *[Int32(0)] * 7)
 
 
 # (swap_ab, C's m, n, gC's origin (mode 0, mode 1), buffer): whole subtiles and every clip
