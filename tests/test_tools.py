@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from cases import ROOT
 
 
@@ -44,9 +45,34 @@ def test_fallback_guard_check_needs_a_kernel_gpu():
     import torch
 
     if torch.cuda.is_available():
-        import pytest
-
         pytest.skip("a GPU is here: the check would run the GPU suite twice")
     proc = subprocess.run([sys.executable, "tools/fallback_guard_check.py"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "needs an sm_90 or sm_100 GPU" in proc.stderr, proc.stderr
+
+
+SCRIPTS = sorted(p.relative_to(ROOT).as_posix()
+                 for d in (ROOT / "tools", ROOT / "tools" / "probes") for p in d.iterdir()
+                 if p.suffix in (".py", ".sh") and p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_tool_answers_help(script):
+    """Every script of tools/ and tools/probes/ prints its usage for --help and exits 0, on a
+    machine without a GPU too: argparse answers before torch or the DSL is imported."""
+    command = ["bash", script] if script.endswith(".sh") else [sys.executable, script]
+    proc = subprocess.run([*command, "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("usage: "), proc.stdout[:200]
+
+
+def test_check_submission_names_a_missing_file():
+    """tools/check_submission.py (./dev check) on a file that is not there: one line on stderr
+    naming it, exit status 2, no traceback."""
+    proc = subprocess.run([sys.executable, "tools/check_submission.py", "/no/such/file.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "tools/check_submission.py: /no/such/file.py: cannot read it (No such file or directory)"]

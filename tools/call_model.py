@@ -49,6 +49,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/call_model.py", description=__doc__.split("\n\n")[0],
+        epilog="Runs on the CPU (no GPU).")
+    ap.add_argument("--table", action="store_true", help="the B200 prediction per benchmark shape and config")
+    ap.add_argument("--h200", action="store_true", help="the model against the Hopper kernel's measured times")
+    ap.add_argument("--changes", action="store_true", help="what each change to the Blackwell kernel is worth")
+    ap.add_argument("--case", help="one problem as an eval.py spec line: every Blackwell config that takes it")
+    ap.add_argument("--first-call", action="store_true",
+                    help="the ranked mean under each measured host cost of a call on new inputs")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -814,14 +831,7 @@ def _parse_case(text: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--table", action="store_true", help="the B200 prediction per benchmark shape and config")
-    ap.add_argument("--h200", action="store_true", help="the model against the Hopper kernel's measured times")
-    ap.add_argument("--changes", action="store_true", help="what each change to the Blackwell kernel is worth")
-    ap.add_argument("--case", help="one problem as an eval.py spec line: every Blackwell config that takes it")
-    ap.add_argument("--first-call", action="store_true",
-                    help="the ranked mean under each measured host cost of a call on new inputs")
-    args = ap.parse_args(argv)
+    args = _parser().parse_args(argv)
     if not (args.table or args.h200 or args.case or args.changes or args.first_call):
         args.table = args.h200 = args.changes = args.first_call = True
     if args.table:

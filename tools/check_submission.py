@@ -14,11 +14,13 @@ What gpu-mode/kernelbot does with an uploaded file before anything runs:
 This file is stricter than the service on KernelGuard: besides should_filter, it fails a
 classification other than valid, low_confidence or default_reference, and any critical or
 high pattern but SCALED_MM_REF (the torch._scaled_mm fallback the task allows).
-Exit status 0 when every gate passes, 1 otherwise.
+Exit status 0 when every gate passes, 1 otherwise, 2 when the file cannot be read or
+KernelGuard cannot run (one line on stderr saying which).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -64,7 +66,7 @@ def kernelguard_command() -> list[str]:
         return [str(beside)]
     found = shutil.which("kernelguard")
     if found is None:
-        raise FileNotFoundError("kernelguard is not installed (pip install 'kernelguard==0.3.1', "
+        raise RuntimeError("kernelguard is not installed (pip install 'kernelguard==0.3.1', "
                                 "a dev dependency of this project)")
     return [found]
 
@@ -104,8 +106,21 @@ def check(path: Path) -> tuple[list[str], dict | None]:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[0] if argv else "submission.py")
-    problems, result = check(path)
+    parser = argparse.ArgumentParser(
+        prog="tools/check_submission.py",
+        description="The leaderboard service's gates (word filter, size, UTF-8, #!POPCORN "
+                    "header, KernelGuard) on a submission file.")
+    parser.add_argument("file", nargs="?", default="submission.py",
+                        help="the file to check (default: submission.py)")
+    path = Path(parser.parse_args(argv).file)
+    try:
+        problems, result = check(path)
+    except OSError as e:
+        print(f"{parser.prog}: {path}: cannot read it ({e.strerror or e})", file=sys.stderr)
+        return 2
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f"{parser.prog}: {path}: {e}", file=sys.stderr)
+        return 2
     if result is not None:
         patterns = ", ".join(f"{p['pattern']} ({p['severity']})" for p in result.get("matched_patterns", []))
         print(f"KernelGuard: {result.get('classification')}, should_filter {result.get('should_filter')}; "

@@ -14,6 +14,7 @@ otherwise, 2 without such a GPU.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -48,11 +49,20 @@ def run(sabotage: str, pytest_args: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
+    parser = argparse.ArgumentParser(
+        prog="tools/fallback_guard_check.py",
+        usage="%(prog)s [-h] [-- PYTEST_ARGS ...]",
+        description="Runs the kernel GPU tests with the kernel path sabotaged (NVFP4_GEMM_PATH="
+                    "torch; the CuTe DSL unimportable): each must fail, not pass or skip.",
+        epilog="Needs an sm_90 or sm_100 GPU; elsewhere it runs nothing and exits 2. "
+               f"PYTEST_ARGS default: {' '.join(KERNEL_TESTS)}")
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--"]:
         args = args[1:]
+    else:
+        parser.parse_args(args)  # only -h is an option of its own; anything else is an error
+    import torch
+
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] not in (9, 10):
         print("fallback_guard_check: needs an sm_90 or sm_100 GPU", file=sys.stderr)
         return 2

@@ -35,6 +35,12 @@
 # with $PYTHON: any Python with CUDA torch, the CuTe DSL (nvidia-cutlass-dsl) and pytest.
 # Without a CUDA GPU visible to torch or without the DSL it says so and exits 2.
 set -uo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  echo "usage: bash tools/gpu_verify.sh [checks | bench [OLD.py] | regimes | audit | b200]"
+  sed -n '2,/^$/s/^# \{0,1\}//p' "$0" | sed -n '/^  *bash tools/,/^$/p'
+  echo "Needs a CUDA GPU, with CUDA torch and the CuTe DSL in .venv/bin/python or \$PYTHON."
+  exit 0
+fi
 export PYTHONUNBUFFERED=1
 if [ -n "${PYTHON:-}" ]; then PY="$PYTHON"
 elif [ -x .venv/bin/python ]; then PY=.venv/bin/python

@@ -109,7 +109,8 @@ def run(pytest_args: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="The CPU tests run anywhere; --gpu needs a CUDA GPU.")
     parser.add_argument("--gpu", action="store_true", help="the GPU tests (GPU_TESTS)")
     parser.add_argument("pytest_args", nargs="*", help="pytest arguments after --")
     args = parser.parse_args(argv)

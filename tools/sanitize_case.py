@@ -18,11 +18,39 @@
    token-width phases.
 8. The decode configs (Hopper: 32-token tiles with a width-16 phase on a 2-CTA grid;
    Blackwell: MMA N = 32 through custom_kernel).
+
+Needs a CUDA GPU. Names select cases (default: all); exit status 0 when every case is
+bit-exact (the split cases: within 1e-3), 1 otherwise.
 """
 
+import argparse
 import dataclasses
 import sys
 from pathlib import Path
+
+CASE_NAMES = ("case_custom_kernel", "case_small_grid", "case_one_block", "case_k_range",
+              "case_three_wgs", "case_balanced", "case_tile_m_96", "case_decode",
+              "case_weights_early")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="tools/sanitize_case.py",
+        description="Small cases checked bit-exactly against the reference, for "
+                    "compute-sanitizer (memcheck, racecheck).",
+        epilog="Needs a CUDA GPU (the kernel path of an sm_90 or sm_100 GPU, or the torch path "
+               "on another).")
+    parser.add_argument("cases", nargs="*", metavar="CASE",
+                        help=f"cases to run (default: all): {', '.join(CASE_NAMES)}")
+    args = parser.parse_args(argv)
+    unknown = [c for c in args.cases if c not in CASE_NAMES]
+    if unknown:
+        parser.error(f"no such case: {', '.join(unknown)} (cases: {', '.join(CASE_NAMES)})")
+    return args
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()  # before torch loads: --help and a wrong name answer at once
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -124,14 +152,24 @@ def case_weights_early():
 SPLIT = (case_k_range, case_three_wgs, case_balanced, case_tile_m_96, case_weights_early)
 CASES = (case_custom_kernel, case_small_grid, case_one_block, case_k_range, case_three_wgs, case_balanced,
          case_tile_m_96, case_decode, case_weights_early)
-chosen = [c for c in CASES if not sys.argv[1:] or c.__name__ in sys.argv[1:]]  # names select cases
-ok = bool(chosen)
-for case in chosen:
-    out, expected = case()
-    torch.cuda.synchronize()
-    exact = all(torch.equal(o, e) for o, e in zip(out, expected))
-    close = all(torch.allclose(o.float(), e.float(), rtol=1e-3, atol=1e-3) for o, e in zip(out, expected))
-    ok &= exact or (case in SPLIT and close)
-    verdict = "bit-exact" if exact else "within 1e-3" if close else "MISMATCH"
-    print(case.__name__, "path", submission.select_path(torch.device("cuda")), verdict)
-sys.exit(0 if ok else 1)
+assert tuple(c.__name__ for c in CASES) == CASE_NAMES
+
+
+def main(names: list[str]) -> int:
+    if not torch.cuda.is_available():
+        print("tools/sanitize_case.py: needs a CUDA GPU; torch sees none", file=sys.stderr)
+        return 2
+    ok = True
+    for case in [c for c in CASES if not names or c.__name__ in names]:
+        out, expected = case()
+        torch.cuda.synchronize()
+        exact = all(torch.equal(o, e) for o, e in zip(out, expected))
+        close = all(torch.allclose(o.float(), e.float(), rtol=1e-3, atol=1e-3) for o, e in zip(out, expected))
+        ok &= exact or (case in SPLIT and close)
+        verdict = "bit-exact" if exact else "within 1e-3" if close else "MISMATCH"
+        print(case.__name__, "path", submission.select_path(torch.device("cuda")), verdict)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(ARGS.cases))

@@ -215,7 +215,8 @@ def scan_ptx(ptx: Path) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="Runs on the CPU (no GPU); needs the CuTe DSL.")
     ap.add_argument("--config", required=True, help="name in SM100_NAMED_CONFIGS")
     ap.add_argument("--out", required=True, help="dump directory for PTX / cubin")
     ap.add_argument("--arch", default="sm_100a")

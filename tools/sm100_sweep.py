@@ -45,6 +45,24 @@ import time
 import warnings
 from pathlib import Path
 
+ROUNDS = 10
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/sm100_sweep.py", description=__doc__.split("\n\n")[0],
+        epilog="Needs a B200 (sm_100) with the CuTe DSL, except --plan, which runs anywhere.")
+    ap.add_argument("--plan", action="store_true", help="print the cases, configs, predictions and time; no GPU")
+    ap.add_argument("--cases", default="all", help="all, or benchmarks, tests, regimes (comma-separated)")
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument("--module", default=None, help="path of another submission.py to time")
+    ap.add_argument("--json", default=None, help="write every measurement to this file")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 ROOT = Path(__file__).resolve().parents[1]
 for path in (ROOT, ROOT / "tools"):
     if str(path) not in sys.path:
@@ -54,7 +72,6 @@ import call_model  # noqa: E402
 
 from tools.probes.sm90_sweep import load_submission  # noqa: E402  (the Hopper sweep's, shared)
 
-ROUNDS = 10
 CALLS = call_model.CALLS_PER_ROUND
 RTOL = ATOL = 1e-3  # the leaderboard's tolerance (eval.py)
 WARNING_PREFIX = "nvfp4 grouped GEMM:"
@@ -444,13 +461,7 @@ def run_on_gpu(cases: list[Case], rounds: int, module: str | None, json_path: st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--plan", action="store_true", help="print the cases, configs, predictions and time; no GPU")
-    ap.add_argument("--cases", default="all", help="all, or benchmarks, tests, regimes (comma-separated)")
-    ap.add_argument("--rounds", type=int, default=ROUNDS)
-    ap.add_argument("--module", default=None, help="path of another submission.py to time")
-    ap.add_argument("--json", default=None, help="write every measurement to this file")
-    args = ap.parse_args(argv)
+    args = _parser().parse_args(argv)
     cases = sweep_cases(args.cases)
     if args.plan:
         lines, _ = plan(cases, args.rounds, PlanTarget())

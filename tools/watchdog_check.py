@@ -143,7 +143,8 @@ def sanitized(cmd: list[str], tool: str) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="Needs an sm_90 or sm_100 GPU with the CuTe DSL.")
     ap.add_argument("sites", nargs="*", help="wait sites (default: every site of this GPU's kernel)")
     ap.add_argument("--ms", type=int, default=500, help="the deadline, NVFP4_GEMM_WATCHDOG_MS (default 500)")
     ap.add_argument("--timeout", type=float, default=240, help="seconds a site's process may take")

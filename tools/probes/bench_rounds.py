@@ -19,6 +19,20 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/bench_rounds.py", description=__doc__.split("\n\n")[0],
+        epilog="Needs a CUDA GPU.")
+    ap.add_argument("case", type=int, help="index into task.yml's benchmarks, or into --spec-file's cases")
+    ap.add_argument("--spec-file", default=None)
+    ap.add_argument("--rounds", type=int, default=6)
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
@@ -47,11 +61,7 @@ class GcLog:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", type=int, help="index into task.yml's benchmarks, or into --spec-file's cases")
-    ap.add_argument("--spec-file", default=None)
-    ap.add_argument("--rounds", type=int, default=6)
-    args = ap.parse_args()
+    args = _parser().parse_args()
     if not torch.cuda.is_available():
         print("needs a GPU: the rounds are timed with CUDA events", file=sys.stderr)
         return 2

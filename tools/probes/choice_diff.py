@@ -17,6 +17,20 @@ import random
 import sys
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/choice_diff.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Runs on the CPU (no GPU).")
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--spec-out", help="write a sample of the changed problems here")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -37,11 +51,7 @@ def spec_line(problem, seed: int) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--spec-out", help="write a sample of the changed problems here")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     corpus = problems()
     old, new = load(args.old, "choice_old"), load(args.new, "choice_new")
     changed = collections.defaultdict(list)

@@ -12,6 +12,7 @@ CPU time on a shared 2-core machine varies by 2x between rounds; the count of mo
 candidates does not.
 """
 
+import argparse
 import importlib.util
 import random
 import sys
@@ -67,7 +68,13 @@ def measure(S) -> dict:
 
 
 def main() -> int:
-    for path in sys.argv[1:] or ["submission.py"]:
+    parser = argparse.ArgumentParser(
+        prog="tools/probes/chooser_cost.py",
+        description="The host's CPU time of the Hopper config choice on problem sizes never "
+                    "seen, per submission.py file, and how many candidates it models (CPU).")
+    parser.add_argument("files", nargs="*", default=["submission.py"], metavar="FILE",
+                        help="submission.py files to measure (default: submission.py)")
+    for path in parser.parse_args().files:
         res = measure(load(path))
         print(path + ": " + ", ".join(f"{k} {ms:.2f} ms ({n:.1f} modeled)" for k, (ms, n) in res.items()))
     return 0

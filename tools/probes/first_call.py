@@ -27,6 +27,21 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/first_call.py", description=__doc__.split("\n\n")[0],
+        epilog="Needs a CUDA GPU.")
+    ap.add_argument("--case", type=int, action="append", help="index into task.yml's benchmarks (or --spec-file's)")
+    ap.add_argument("--spec-file", default=None)
+    ap.add_argument("--uploads", action="store_true")
+    ap.add_argument("--no-gc", action="store_true", help="also time each round with the garbage collector off")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
@@ -183,12 +198,7 @@ def uploads(reps: int = 40) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--case", type=int, action="append", help="index into task.yml's benchmarks (or --spec-file's)")
-    ap.add_argument("--spec-file", default=None)
-    ap.add_argument("--uploads", action="store_true")
-    ap.add_argument("--no-gc", action="store_true", help="also time each round with the garbage collector off")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     if not torch.cuda.is_available():
         print("needs a GPU: a first round's host time is the real launch path's", file=sys.stderr)
         return 2

@@ -29,6 +29,23 @@ import statistics
 import sys
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/host_ab.py", description=__doc__.split("\n\n")[0],
+        epilog="On a machine without a GPU the kernel launch is stubbed; --first-round needs a "
+               "CUDA GPU.")
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--first-round", action="store_true", help="time first rounds on new inputs (GPU)")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -108,13 +125,7 @@ def first_rounds(mods: dict, rounds: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("old")
-    parser.add_argument("new")
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--first-round", action="store_true", help="time first rounds on new inputs (GPU)")
-    args = parser.parse_args()
+    args = _parser().parse_args()
     cuda = torch.cuda.is_available()
     if args.first_round and not cuda:
         print("--first-round needs a GPU: the launches are real", file=sys.stderr)

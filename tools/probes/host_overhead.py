@@ -27,6 +27,25 @@ import time
 from itertools import chain
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/host_overhead.py", description=__doc__.split("\n\n")[0],
+        epilog="On a machine without a GPU the kernel launch is stubbed.")
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--json")
+    ap.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
+    ap.add_argument("--new-sizes", action="store_true", help="also time calls with sizes never seen")
+    ap.add_argument("--profile-new-pointers", type=int, metavar="SHAPE", default=None,
+                    help="only profile first calls on new pointers of this benchmark shape (cProfile)")
+    ap.add_argument("--new-sizes-sequence", type=int, metavar="CALLS", default=0,
+                    help="also time CALLS calls with new sizes, inputs made per call (mean with the GC's share)")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -313,16 +332,7 @@ def breakdown(data, calls: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--json")
-    parser.add_argument("--breakdown", action="store_true", help="also time the fast path's pieces")
-    parser.add_argument("--new-sizes", action="store_true", help="also time calls with sizes never seen")
-    parser.add_argument("--profile-new-pointers", type=int, metavar="SHAPE", default=None,
-                        help="only profile first calls on new pointers of this benchmark shape (cProfile)")
-    parser.add_argument("--new-sizes-sequence", type=int, metavar="CALLS", default=0,
-                        help="also time CALLS calls with new sizes, inputs made per call (mean with the GC's share)")
-    args = parser.parse_args()
+    args = _parser().parse_args()
     stubbed = not torch.cuda.is_available()
     if stubbed:
         install_stub()

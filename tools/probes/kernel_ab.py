@@ -32,6 +32,34 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/kernel_ab.py", description=__doc__.split("\n\n")[0],
+        epilog="Needs a CUDA GPU for kernel times; without one, the decode steps (--steps) run "
+               "with the launch stubbed.")
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument(
+        "--spec-file",
+        default=None,
+        help="cases from this spec file instead of task.yml's benchmarks",
+    )
+    ap.add_argument(
+        "--shapes", default=None, help="indexes into the cases (default: all; none: no cases)"
+    )
+    ap.add_argument("--rounds", type=int, default=2, help="(new, old, old, new) blocks per case")
+    ap.add_argument("--steps", action="append", default=[], metavar="G,N,K,LO,HI")
+    ap.add_argument("--stub-backend", choices=("sm90", "sm100"), default="sm90",
+                    help="without a GPU: whose host side the stubbed steps run")
+    ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE",
+                    help="set while OLD makes its first call (its runner's switches)")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -133,23 +161,7 @@ def time_steps(mod, steps) -> tuple[float, float, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument(
-        "--spec-file",
-        default=None,
-        help="cases from this spec file instead of task.yml's benchmarks",
-    )
-    ap.add_argument(
-        "--shapes", default=None, help="indexes into the cases (default: all; none: no cases)"
-    )
-    ap.add_argument("--rounds", type=int, default=2, help="(new, old, old, new) blocks per case")
-    ap.add_argument("--steps", action="append", default=[], metavar="G,N,K,LO,HI")
-    ap.add_argument("--stub-backend", choices=("sm90", "sm100"), default="sm90",
-                    help="without a GPU: whose host side the stubbed steps run")
-    ap.add_argument("--env-old", action="append", default=[], metavar="KEY=VALUE",
-                    help="set while OLD makes its first call (its runner's switches)")
+    ap = _parser()
     args = ap.parse_args()
     mods = {"old": load(args.old, "old_submission", args.stub_backend),
             "new": load(args.new, "new_submission", args.stub_backend)}

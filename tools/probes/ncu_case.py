@@ -12,6 +12,19 @@ import argparse
 import sys
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="tools/probes/ncu_case.py", description=__doc__.split("\n\n")[0],
+        epilog="Needs a CUDA GPU (run under Nsight Compute).")
+    ap.add_argument("cases", nargs="*", type=int)
+    ap.add_argument("--spec-file", default=None, help="cases from this spec file instead of task.yml's benchmarks")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and argument errors answer before torch loads
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
@@ -21,10 +34,7 @@ import reference  # noqa: E402
 import submission  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("cases", nargs="*", type=int)
-ap.add_argument("--spec-file", default=None, help="cases from this spec file instead of task.yml's benchmarks")
-args = ap.parse_args()
+args = _parser().parse_args()
 if args.spec_file:
     cases = [test.args for test in harness.read_spec_file(args.spec_file)]
 else:

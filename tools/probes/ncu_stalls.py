@@ -10,13 +10,24 @@ then, anywhere:
     python tools/probes/ncu_stalls.py src.csv [name:lo:hi ...]   # lo, hi: hex offsets in the kernel
 """
 
+import argparse
 import collections
 import csv
 import sys
 
 
 def main() -> int:
-    rows = list(csv.reader(line for line in open(sys.argv[1]) if line.startswith('"')))
+    parser = argparse.ArgumentParser(
+        prog="tools/probes/ncu_stalls.py",
+        description="Warp-stall reasons of an Nsight Compute source-level CSV export: overall, "
+                    "per address range and per instruction (the export is made on a GPU "
+                    "machine, see the docstring; this runs anywhere).")
+    parser.add_argument("csv", help="the export (ncu ... --page source --print-source sass --csv)")
+    parser.add_argument("ranges", nargs="*", metavar="NAME:LO:HI",
+                        help="address ranges to summarize, LO and HI hex offsets in the kernel")
+    args = parser.parse_args()
+    with open(args.csv) as f:
+        rows = list(csv.reader(line for line in f if line.startswith('"')))
     hdr, data = rows[1], rows[2:]
     ix = {h: i for i, h in enumerate(hdr)}
     stall_cols = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
@@ -30,7 +41,7 @@ def main() -> int:
     print("total samples", n)
     for h, v in total.most_common(10):
         print(f"  {h[6:]:22s} {v:7d} {100 * v / n:5.1f}%")
-    for spec in sys.argv[2:]:
+    for spec in args.ranges:
         name, lo, hi = spec.split(":")
         lo, hi = int(lo, 16), int(hi, 16)
         c, m = collections.Counter(), 0

@@ -11,6 +11,7 @@ roofline (measure_bandwidth: 2 GiB, GPU_CEILING_BATCH calls per event pair) on r
 and on eval.py's all-ones buffer: whether the timing or the data moves the ceiling.
 """
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -19,11 +20,16 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
+    argparse.ArgumentParser(
+        prog="tools/probes/read_bandwidth.py",
+        description="A 1 GiB copy's rate against the best read-only Triton kernel's, and "
+                    "eval.py's bandwidth ceiling on random and all-ones bytes.",
+        epilog="Needs a CUDA GPU and Triton.").parse_args()
     import torch
 
     if not torch.cuda.is_available():
-        print("needs a CUDA GPU")
-        return 1
+        print("tools/probes/read_bandwidth.py: needs a CUDA GPU; torch sees none", file=sys.stderr)
+        return 2
     import triton
     import triton.language as tl
 

@@ -10,6 +10,7 @@ compares the chosen config, and for all eight candidates (tile_n 128 / 256, narr
 (96, 64) / (64,), whole / split) the WorkSchedule and its modeled makespan, exactly.
 """
 
+import argparse
 import pickle
 import random
 import subprocess
@@ -67,18 +68,26 @@ def record(module: str, out: str) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--record":
-        record(sys.argv[2], sys.argv[3])
+    parser = argparse.ArgumentParser(
+        prog="tools/probes/schedule_equivalence.py",
+        description="Whether two submission.py files choose the same Hopper configs and build "
+                    "the same work schedules on a fixed corpus of problems (CPU).")
+    parser.add_argument("old", help="a submission.py file")
+    parser.add_argument("new", help="another submission.py file")
+    # internal: one file's choices and schedules into a pickle, in a process of its own
+    parser.add_argument("--record", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.record:
+        record(args.old, args.new)
         return 0
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
     with tempfile.TemporaryDirectory() as tmp:
         outs = []
-        for i, module in enumerate(sys.argv[1:]):
+        for i, module in enumerate((args.old, args.new)):
             outs.append(f"{tmp}/{i}.pkl")
             subprocess.run([sys.executable, __file__, "--record", str(Path(module).resolve()), outs[-1]],
                            check=True, cwd=ROOT)
+        # the pickles name the configs' class as submission's: this tree's unpickles them
+        sys.path.insert(0, str(ROOT))
         a, b = (pickle.loads(Path(o).read_bytes()) for o in outs)
     diffs = 0
     for (sizes, sms, chosen_a, sched_a, span_a), (_, _, chosen_b, sched_b, span_b) in zip(a, b):

@@ -54,7 +54,8 @@ def best_bound(ms, ns, ks) -> tuple[float, int, tuple[int, ...]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="Runs on the CPU (no GPU).")
     ap.add_argument("--ceiling", type=float, default=762.5, help="fp16 TFLOP/s for the roofline")
     args = ap.parse_args()
     from eval import flops_of

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Needs a Hopper (sm_90) GPU with the CuTe DSL.")
     ap.add_argument("--tile-n", default="128,256")
     ap.add_argument("--widths", default="128,96,64,32")
     ap.add_argument("--tile-m", type=int, default=128, help="token tile height (96: tile_n 192 only)")

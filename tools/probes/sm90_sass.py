@@ -24,6 +24,7 @@ and the nvdisasm it runs come with `pip install nvidia-cuda-cuobjdump nvidia-cud
 (the dev extra; found through CUOBJDUMP or that package).
 """
 
+import argparse
 import collections
 import glob
 import os
@@ -169,21 +170,28 @@ def same_loops(module: Path, other: Path, cfg: str) -> int:
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    module, other = ROOT / "submission.py", None
-    loops_of = None
-    for flag in ("--module", "--same-ptx-as", "--same-loops-as"):
-        if flag in args:
-            i = args.index(flag)
-            path = Path(args[i + 1]).resolve()
-            args = args[:i] + args[i + 2:]
-            if flag == "--module":
-                module = path
-            elif flag == "--same-ptx-as":
-                other = path
-            else:
-                loops_of = path
-    kw = dict(item.split("=") for item in args)
+    parser = argparse.ArgumentParser(
+        prog="tools/probes/sm90_sass.py",
+        description="Compiles one Hopper config for sm_90a on the CPU: registers and spills, "
+                    "local-memory instructions, and each wgmma loop's instruction mix.",
+        epilog="Runs on the CPU (no GPU). Needs ptxas for the register report and cuobjdump "
+               "for the SASS (the dev extra installs cuobjdump and nvdisasm).")
+    parser.add_argument("fields", nargs="*", metavar="FIELD=VALUE",
+                        help="Sm90Config fields, e.g. tile_n=256 (default: the default config)")
+    parser.add_argument("--module", type=Path, default=ROOT / "submission.py",
+                        help="the submission.py to compile (default: this tree's)")
+    parser.add_argument("--same-ptx-as", type=Path, metavar="FILE",
+                        help="whether FILE compiles the config to the same PTX, names masked")
+    parser.add_argument("--same-loops-as", type=Path, metavar="FILE",
+                        help="whether every wgmma loop's SASS is the same as FILE's")
+    a = parser.parse_intermixed_args()
+    module = a.module.resolve()
+    other = a.same_ptx_as.resolve() if a.same_ptx_as else None
+    loops_of = a.same_loops_as.resolve() if a.same_loops_as else None
+    bad = [f for f in a.fields if "=" not in f]
+    if bad:
+        parser.error(f"fields are FIELD=VALUE: {' '.join(bad)}")
+    kw = dict(item.split("=", 1) for item in a.fields)
     cfg = ", ".join(f"{k}={v}" for k, v in kw.items())
     if loops_of is not None:
         return same_loops(module, loops_of, cfg)

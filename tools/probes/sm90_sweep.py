@@ -90,7 +90,8 @@ def kernel_us_per_call(S, data_list) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Needs a Hopper (sm_90) GPU with the CuTe DSL.")
     ap.add_argument("specs", nargs="*", default=[""])
     ap.add_argument("--module", default=None, help="path of another submission.py to time")
     ap.add_argument("--kernel-time", action="store_true")

@@ -413,7 +413,9 @@ def run(out: Path, timeline: bool = False, module: Path = ROOT / "submission.py"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="run and timeline need a Hopper (sm_90) GPU with the CuTe DSL; "
+                                        "show runs anywhere.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--out", default="traces.pt")

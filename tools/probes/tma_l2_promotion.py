@@ -97,7 +97,8 @@ def write_variant(directory: Path, word: int, bits: int, value: int, descs: str)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="Needs a CUDA GPU and the CuTe DSL.")
     ap.add_argument("--variant", type=Path, help="write a variant submission.py into this folder")
     ap.add_argument("--promotion", choices=PROMOTIONS, default="256")
     ap.add_argument("--descs", default="b", help="a (tokens), b (weights) or ab")
