@@ -30,7 +30,7 @@ def stubbed_runner(monkeypatch):
 
 @pytest.mark.slow
 def test_soak_10000_calls_keeps_memory_bounded(stubbed_runner):
-    from tools.probes.soak import soak
+    from soak import soak
 
     result = soak(10_000, check_every=0)
     caches = result["cache_sizes"][0]
