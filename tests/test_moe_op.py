@@ -648,3 +648,51 @@ def test_a_call_on_a_side_queue_runs_there():
         got = nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m)
     torch.cuda.synchronize()
     assert_result(got, expected_out(x, pattern.counts), pattern.counts)
+
+
+# ----------------------------------------------------------------------------------------
+# tools/moe_bench.py's CPU side
+# ----------------------------------------------------------------------------------------
+def _bench():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import moe_bench
+
+    return moe_bench
+
+
+def test_the_bench_stacks_the_leaderboards_data_for_the_op():
+    """build_case's stacked operands give, through the op, what custom_kernel gives on the
+    per-group lists (here both take the exact path), and its fp16 copies are the decoded
+    operands."""
+    bench = _bench()
+    case = bench.MoeCase("tiny", 5, 1, 40)
+    counts, data, op_args, (a16, b16) = bench.build_case(torch, case, 64, 256, seed=3, device="cpu")
+    assert len(counts) == 5 and all(1 <= m <= 40 for m in counts)
+    got = nvfp4_gemm.grouped_mm_masked(*op_args)
+    want = nvfp4_gemm.custom_kernel(data)
+    for g, m in enumerate(counts):
+        assert torch.equal(got[g, :m].view(torch.int16), want[g][:, :, 0].view(torch.int16)), g
+    assert torch.equal(torch.bmm(a16.float(), b16.float().transpose(1, 2)).half()[0, :counts[0]], got[0, :counts[0]])
+
+
+def test_the_bench_needs_a_gpu_and_says_so():
+    help_text = subprocess.run([sys.executable, "tools/moe_bench.py", "--help"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=120)
+    assert help_text.returncode == 0 and "Needs a CUDA GPU" in help_text.stdout
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the bench would run")
+    proc = subprocess.run([sys.executable, "tools/moe_bench.py", "--cases", "decode8"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == "tools/moe_bench.py needs a CUDA GPU; torch sees none"
+
+
+def test_the_bench_tables():
+    bench = _bench()
+    row = {"case": "decode8", "groups": 8, "tokens": 36, "notes": ["a note"], "flops": 2 * 36 * 4096 * 7168,
+           "bytes_bound_us": 5.0,
+           "gpu_us": {"op": 100.0, "graph": 90.0, "leaderboard": 20.0, "decode+cuBLAS": 300.0, "fp16 bmm": 50.0},
+           "host_us": {"op": 400.0, "graph": 8.0, "leaderboard": 4.0, "decode+cuBLAS": 500.0, "fp16 bmm": 9.0}}
+    text = bench.tables([row], "a GPU", "3,000 GB/s")
+    assert "| decode8 | 8 | 36 | 100.0 | 90.0 | 20.0 | n/a | 300.0 | 50.0 | 5.0 | 5.00x | 20.00x | 4.00x |" in text
+    assert "| decode8 | 400.0 | 8.0 | 4.0 |" in text and "- decode8: a note" in text
