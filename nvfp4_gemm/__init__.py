@@ -45,5 +45,6 @@ into submission.py.
 """
 
 from .dispatch import custom_kernel
+from .moe import grouped_mm_masked
 
-__all__ = ["custom_kernel"]
+__all__ = ["custom_kernel", "grouped_mm_masked"]
