@@ -261,7 +261,7 @@ def _interrupt(args, wait_for, popcorn_path=None):
     proc = subprocess.Popen(
         [sys.executable, "eval.py", *args], cwd=ROOT, env=env, pass_fds=fds, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        preexec_fn=_limit_data,
+        preexec_fn=_as_from_a_terminal,
     )
     if out is not None:
         out.close()
@@ -290,6 +290,14 @@ def _interrupt(args, wait_for, popcorn_path=None):
     stdout.join(5)
     stderr.join(5)
     return proc.returncode, stdout.text, stderr.text, seconds, children
+
+
+def _as_from_a_terminal():
+    """eval.py as a shell's foreground job starts it: SIGINT at its default, also where
+    these tests run in a background job (which starts with SIGINT ignored, and Python then
+    keeps it ignored), and its data limited (_limit_data)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _limit_data()
 
 
 def _sleep_then_answer():
