@@ -25,14 +25,22 @@ from .schedule import build_tile_schedule, persistent_grid
 from .torch_paths import first_mismatch, run_torch_exact
 from .watchdog import DEFAULT_WATCHDOG_MS, LaunchWatch, WatchdogRecord, WatchSettings, timeout_ns
 
-# Whether every launch runs the build with the watchdog, or only a config's self-checked
-# first launch per problem size (a second compile, untimed): the latter. With it in every
+# Whether every launch runs the build with the watchdog, or only a config's first launch in
+# the process and its self-checked ones (a second compile, untimed): the latter. With it in every
 # launch the Hopper kernel ran 2.2 % slower (geomean; 0.995-1.034 over the benchmark and
 # decode cases) on the H200, alternating with and without it in one process (python
 # tools/probes/kernel_ab.py submission.py submission.py --env-old NVFP4_GEMM_WATCHDOG_MS=0
 # --spec-file tools/regime_specs.txt --shapes 0,1,2,3,6,7,8; docs/performance.md, "The
 # watchdog's cost"), where its rounds agree within 0.3 %.
 WATCHDOG_IN_EVERY_LAUNCH = False
+
+
+def exact_into(outputs: list, exact: list) -> list:
+    """outputs, overwritten with the exact path's results (a launch that gave up or failed
+    its self-check)."""
+    for c, e in zip(outputs, exact):
+        c.copy_(e)
+    return outputs
 
 
 @functools.lru_cache(maxsize=16)
@@ -321,13 +329,16 @@ class GroupedGemmRunner:
     A mismatch rejects the config for the process (plan() then returns the reason, and the
     caller falls back) and the call returns the exact result. It catches wrong numbers.
 
-    The watchdog (watchdog.py) catches a hang: every wait of the kernels gives up after
-    watchdog_ms, and the first to give up writes the config's record (host memory the GPU
-    writes). The self-check reads it once the launch is done; every launch, fast paths
-    included, first reads its flag (without waiting for the GPU). A set record retires the
-    config with one warning naming the wait, and the self-checked call returns the exact
-    result; a later launch that hung is noticed at the next call of its config, which
-    falls back.
+    The watchdog (watchdog.py) catches a hang of a config's first launch in the process
+    and of its self-checked launches, the ones built with it: every wait of those builds
+    gives up after watchdog_ms (a drain, the wait for work already issued, after twice
+    that), and the first CTA to give up writes the config's record (host memory the GPU
+    writes). The call waits for that launch and reads the record; a set record retires the
+    config with one warning naming the wait, and the call returns the exact result. The
+    other launches run the build without it (WATCHDOG_IN_EVERY_LAUNCH): a hang there, or
+    a guarded launch queued behind one (griddepcontrol.wait is unbounded), is not caught.
+    Every launch, fast paths included, first reads the record's flag without waiting for
+    the GPU.
 
     Every launch, upload and init kernel goes to the default CUDA queue, as the leaderboard's
     harness runs: an upload or descriptor build is ordered before the launches that read it
@@ -366,6 +377,9 @@ class GroupedGemmRunner:
         self.calls = HashedLruCache(maxsize)
         self.layouts = HashedLruCache(maxsize)
         self.checked = LruCache(maxsize)
+        # configs whose first launch in this process ran the watchdog's build and did not
+        # hang (a config's first launch is guarded whatever the self-check: _run)
+        self.guarded: set = set()
         self.groups = LruCache(maxsize)
         self._repeat: RepeatedCall | None = None  # the call being repeated (run_cached)
         # the latest call-cache hit's entry (it holds that call's c tensors, as the cache's
@@ -573,6 +587,10 @@ class GroupedGemmRunner:
         sizes = tuple(s for s in problem.sizes if s[0] and s[1])
         ptrs = group_pointers(data, problem.sizes)
         check = self.self_check and (config, sizes) not in self.checked
+        # a config's first launch in the process runs the watchdog's build and is waited
+        # for, with or without the self-check: a never-run config that hangs then costs the
+        # deadline and a warning, and the call still returns the exact result
+        first = self.watchdog_ms != 0 and config not in self.guarded
         compiled = self.build(config, self.watch_settings(config))
         key = self.size_class(sizes)
         sched = self.schedules.get_or_create(
@@ -589,7 +607,7 @@ class GroupedGemmRunner:
             raise KernelLaunchError(None, f"{b.name} kernel {b.config_name(config)}", sticky=False)
         self.launches += 1
         try:
-            if check:
+            if check or first:
                 self._checked_launch(config, table)()
             else:
                 table.launch()
@@ -598,22 +616,25 @@ class GroupedGemmRunner:
                 self._retire(config, f"could not launch ({e})")
             raise
         outputs = [abc[2] for abc in data[0]]
+        if first and not check:
+            if problem.device.type == "cuda":
+                torch.cuda.synchronize(problem.device)  # the guarded launch ends within its deadlines
+            if table.record.tripped:  # a wait of it gave up: its C is not the answer
+                self._retire_timed_out(table)
+                return exact_into(outputs, run_torch_exact(data, problem, [torch.empty_like(c) for c in outputs]))
+        if first:
+            self.guarded.add(config)
         if check:
             exact = run_torch_exact(data, problem, [torch.empty_like(c) for c in outputs])
             wrong = first_mismatch(outputs, exact)  # waits for the launch (and the exact path)
             if table.record.tripped:  # a wait of this launch gave up: its C is not the answer
                 self._retire_timed_out(table)
-                wrong = None
-                for c, e in zip(outputs, exact):
-                    c.copy_(e)
-                return outputs
+                return exact_into(outputs, exact)
             if wrong is not None:
                 self._retire(config, f"failed its self-check ({wrong})")
                 warn_once(f"{b.name} kernel {config} failed its self-check on sizes {list(sizes)}: "
                           f"{wrong}; this config is not used again in this process")
-                for c, e in zip(outputs, exact):
-                    c.copy_(e)
-                return outputs
+                return exact_into(outputs, exact)
             self.checked.put((config, sizes), True)
         key = self.call_key(data) if miss is None or miss.call_key is None else miss.call_key
         if key is not None:
@@ -642,8 +663,9 @@ class GroupedGemmRunner:
         return self.compiled.get_or_create((config, watch), lambda: self.backend.compile(config, watch))
 
     def _checked_launch(self, config, table: PointerTable) -> Callable[[], None]:
-        """The launch of a self-checked call: the table's own where every launch has the
-        watchdog, else the watchdog build's, bound to the table's pointers once."""
+        """The launch of a self-checked call, or of a config's first in the process: the
+        table's own where every launch has the watchdog, else the watchdog build's, bound
+        to the table's pointers once."""
         checked = self.watch_settings(config, checked=True)
         if checked == self.watch_settings(config):
             return table.launch

@@ -572,6 +572,9 @@ class Sm100BlockScaledGroupedGemm:
         self.mma_warp_id = 4
         self.tma_warp_id = 5
         self.threads_per_cta = 32 * 6
+        # the 2-CTA teardown barrier's arrivals: without the watchdog the peer's epilogue
+        # warp 0 (32 threads); with it every warp of both CTAs once (pair_arrive)
+        self.pair_exit_count = 2 * (self.threads_per_cta // 32) if watch.enabled else 32
         self.num_tmem_alloc_cols = SM100_TMEM_COLUMNS
 
     # ----------------------------------------------------------------- legality
@@ -880,6 +883,8 @@ class Sm100BlockScaledGroupedGemm:
             # each pipeline's full and empty barriers, then the watchdog's stage numbers
             ab_mbar: cute.struct.MemRange[cutlass.Int64, 4 * self.num_ab_stage]
             acc_mbar: cute.struct.MemRange[cutlass.Int64, 4 * self.num_acc_stage]
+            # 2-CTA: the pair's TMEM release (the peer's epilogue warp 0 arrives); with the
+            # watchdog the pair's exit barrier (every warp of both CTAs arrives)
             tmem_dealloc_mbar: cutlass.Int64
             # the MMA warp's last tcgen05 operations are done (its teardown commit)
             mma_done_mbar: cutlass.Int64
@@ -987,13 +992,13 @@ class Sm100BlockScaledGroupedGemm:
         # the watchdog's block, ordered before any wait by the CTA barrier (the clusters'
         # barriers below are relaxed: they order the mbarrier inits, not plain stores)
         guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), self.threads_per_cta // 32, (
-            (("sm100.tma.empty", "sm100.tma.tail", "sm100.mma.full"), storage.ab_mbar.data_ptr(),
+            (("sm100.tma.empty", "sm100.tma.tail", "sm100.mma.full", "sm100.tma.drain"), storage.ab_mbar.data_ptr(),
              self.num_ab_stage),
             (("sm100.mma.acc_empty", "sm100.mma.tail", "sm100.epilogue.acc_full"), storage.acc_mbar.data_ptr(),
              self.num_acc_stage),
-        ))
+        ), peer=self.use_2cta)
         if cutlass.const_expr(self.watch.enabled):
-            guard.start(tidx == 0, watch_args)
+            guard.start(tidx == 0, watch_args, cta_rank_in_cluster ^ 1)
             cute.arch.sync_threads()
 
         # TMA warp -> MMA warp: the leader's barrier counts both CTAs' TMA bytes
@@ -1020,8 +1025,10 @@ class Sm100BlockScaledGroupedGemm:
         if cutlass.const_expr(self.use_2cta):
             if warp_idx == self.tma_warp_id:
                 with cute.arch.elect_one():
-                    # the peer's epilogue warp 0 arrives once it no longer reads TMEM
-                    cute.arch.mbarrier_init(storage.tmem_dealloc_mbar.ptr, 32)
+                    # without the watchdog the peer's epilogue warp 0 arrives once it no
+                    # longer reads TMEM; with it, every warp of both CTAs once it issues
+                    # nothing more into either CTA (pair_exit)
+                    cute.arch.mbarrier_init(storage.tmem_dealloc_mbar.ptr, self.pair_exit_count)
         if cutlass.const_expr(self.watch.enabled):
             if warp_idx == self.tma_warp_id:
                 with cute.arch.elect_one():
@@ -1110,6 +1117,7 @@ class Sm100BlockScaledGroupedGemm:
                 cluster_idx,
                 num_clusters,
                 num_tiles,
+                (storage.tmem_dealloc_mbar.ptr, cta_rank_in_cluster),
             )
         if warp_idx == self.mma_warp_id:
             self.mma(
@@ -1131,6 +1139,7 @@ class Sm100BlockScaledGroupedGemm:
                 cluster_idx,
                 num_clusters,
                 num_tiles,
+                (storage.tmem_dealloc_mbar.ptr, cta_rank_in_cluster),
             )
         if warp_idx < self.mma_warp_id:
             self.epilogue(
@@ -1212,6 +1221,7 @@ class Sm100BlockScaledGroupedGemm:
         cluster_idx: cutlass.Int32,
         num_clusters: cutlass.Int32,
         num_tiles: cutlass.Int32,
+        pair,
     ):
         a_mcast_mask = None
         b_mcast_mask = None
@@ -1275,6 +1285,10 @@ class Sm100BlockScaledGroupedGemm:
             pipeline.PipelineUserType.Producer, self.num_ab_stage
         )
         last_group = cutlass.Int32(-1)
+        # abort protocol: ok turns 0 at the first wait that gives up, and no load issues
+        # after it; issued counts the stages whose loads went out (the drain's)
+        ok = Int32(1)
+        issued = Int32(0)
         t = cluster_idx
         while t < num_tiles:
             group, tile_mma_m, tile_mma_n = self._mma_tile_coord(mSched, t)
@@ -1300,8 +1314,11 @@ class Sm100BlockScaledGroupedGemm:
                 if producer_state.count < k_tiles:
                     peek_empty = ab_pipeline.producer_try_acquire(producer_state)
             for _k in cutlass.range(0, k_tiles, 1, unroll=1):
-                ok = self.acquire_stage(guard, ab_pipeline, producer_state, peek_empty, t,
-                                        (t == cluster_idx) & (producer_state.count == 0))
+                if cutlass.const_expr(not guard.enabled):
+                    self.acquire_stage(guard, ab_pipeline, producer_state, peek_empty, t, False)
+                elif ok != 0:
+                    ok = self.acquire_stage(guard, ab_pipeline, producer_state, peek_empty, t,
+                                            (t == cluster_idx) & (producer_state.count == 0))
                 full_bar = ab_pipeline.producer_get_barrier(producer_state)
                 k = producer_state.count
                 s = producer_state.index
@@ -1315,24 +1332,28 @@ class Sm100BlockScaledGroupedGemm:
                             mcast_mask=mask,
                             tma_desc_ptr=manager.get_tensormap_ptr(desc, cute.AddressSpace.generic),
                         )
+                issued = issued + ok
                 producer_state.advance()
                 if cutlass.const_expr(not guard.enabled):
                     peek_empty = cutlass.Boolean(1)
                     if producer_state.count < k_tiles:
                         peek_empty = ab_pipeline.producer_try_acquire(producer_state)
-            t = self.next_tile(guard, t, num_clusters, num_tiles)
-        # keep the CTA alive until the MMA warp released every stage it was sent
-        self.stages_tail(guard, ab_pipeline, producer_state, "sm100.tma.tail", num_tiles)
+            t = self.next_tile(guard, t, num_clusters, num_tiles, ok)
+        # keep the CTA alive until the MMA warp released every stage it was sent, and (with
+        # the watchdog) until the loads it issued have landed
+        self.stages_tail(guard, ab_pipeline, producer_state, "sm100.tma.tail", num_tiles, ok)
+        self.drain_loads(guard, ab_pipeline, issued, num_tiles)
+        self.pair_arrive(guard, pair)
         guard.leave(cute.arch.lane_idx() == 0)
 
     # ----------------------------------------------------------------- watchdog
     @cute.jit
-    def next_tile(self, guard, t, num_clusters, num_tiles):
-        """The role's next schedule row; with the watchdog, past the last one once the CTA
-        gave up (the role leaves its loop)."""
+    def next_tile(self, guard, t, num_clusters, num_tiles, ok):
+        """The role's next schedule row; with the watchdog, past the last one once a wait of
+        the role gave up (ok 0) or the CTA gave up (the role leaves its loop)."""
         t = t + num_clusters
         if cutlass.const_expr(guard.enabled):
-            if guard.aborted() != 0:
+            if (ok == 0) | (guard.aborted() != 0):
                 t = num_tiles
         return t
 
@@ -1340,6 +1361,10 @@ class Sm100BlockScaledGroupedGemm:
         """guard.wait (WaitGuard): called through the kernel, since the DSL carries through a
         dynamic loop every object whose method the loop body calls."""
         return guard.wait(*args, **kwargs)
+
+    def drain(self, guard, *args, **kwargs):
+        """guard.drain, called through the kernel as wait is."""
+        guard.drain(*args, **kwargs)
 
     def aborted(self, guard):
         return guard.aborted()
@@ -1368,16 +1393,54 @@ class Sm100BlockScaledGroupedGemm:
         return ok
 
     @cute.jit
-    def stages_tail(self, guard, ab_pipeline, state, site: str, num_tiles):
+    def stages_tail(self, guard, ab_pipeline, state, site: str, num_tiles, ok):
         """The TMA warp's tail: the MMA warp released every stage this warp filled (its
-        commits must not land on a barrier of a CTA that left)."""
+        commits must not land on a barrier of a CTA that left). With the watchdog, only
+        while no wait of the warp gave up (ok): after that the MMA warp releases nothing
+        more, and the drain and the pair's exit keep the CTA instead."""
         if cutlass.const_expr(not guard.enabled):
             ab_pipeline.producer_tail(state)
         else:
             for i in cutlass.range_constexpr(self.num_ab_stage):
-                guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase, site,
-                           num_tiles, Int32(i))
+                if ok != 0:
+                    ok = self.wait(guard, ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase, site,
+                                   num_tiles, Int32(i))
                 state.advance()
+
+    @cute.jit
+    def drain_loads(self, guard, ab_pipeline, issued, num_tiles):
+        """With the watchdog, the leader CTA's TMA warp waits until the loads of the last
+        stages it issued have landed (their full barriers, which count both CTAs' bytes):
+        a CTA must not leave its SM with a TMA write into its shared memory in flight, and
+        the peer leaves only after this warp's arrive on the pair's exit (pair_arrive).
+        Stage issue n of the CTA's (0-based) went to stage n % S, the (n // S)-th fill of
+        that stage, so its full barrier's phase of parity (n // S) % 2 completes when its
+        loads land. A drain (not cut short by the abort flag): where it expires too, the
+        barrier is short of bytes no load brings (sm100.mma.full's fault), not waiting
+        for a load in flight."""
+        if cutlass.const_expr(guard.enabled):
+            if ab_pipeline.is_leader_cta:
+                for i in cutlass.range_constexpr(self.num_ab_stage):
+                    n = issued - 1 - i
+                    if n >= 0:
+                        self.drain(guard, ab_pipeline.sync_object_full.get_barrier(n % self.num_ab_stage),
+                                   (n // self.num_ab_stage) % 2, "sm100.tma.drain", num_tiles, n)
+
+    @cute.jit
+    def pair_arrive(self, guard, pair, fault=None):
+        """With the watchdog in a CTA pair: this warp issues nothing more into either CTA
+        (loads, MMAs, commits, remote arrives); lane 0 arrives on both CTAs' exit barriers,
+        which each CTA's epilogue warp 0 waits on before it frees TMEM (the CTA leaves only
+        after that warp). fault: sm100.teardown.peer's, in epilogue warp 0 of CTA 1."""
+        if cutlass.const_expr(guard.enabled and self.use_2cta):
+            pair_mbar, rank = pair
+            if cutlass.const_expr(fault is None):
+                if cute.arch.lane_idx() == 0:
+                    cute.arch.mbarrier_arrive(pair_mbar)
+                    cute.arch.mbarrier_arrive(pair_mbar, rank ^ 1)
+            elif (cute.arch.lane_idx() == 0) & (fault == 0):
+                cute.arch.mbarrier_arrive(pair_mbar)
+                cute.arch.mbarrier_arrive(pair_mbar, rank ^ 1)
 
     # ----------------------------------------------------------------- MMA warp
     def _s2t_copy_and_partition(self, sSF: cute.Tensor, tSF: cute.Tensor):
@@ -1418,6 +1481,7 @@ class Sm100BlockScaledGroupedGemm:
         cluster_idx: cutlass.Int32,
         num_clusters: cutlass.Int32,
         num_tiles: cutlass.Int32,
+        pair,
     ):
         cute.arch.barrier(
             barrier_id=int(Sm100Barrier.TMEM_ALLOC),
@@ -1475,6 +1539,9 @@ class Sm100BlockScaledGroupedGemm:
         acc_state = pipeline.make_pipeline_state(
             pipeline.PipelineUserType.Producer, self.num_acc_stage
         )
+        # abort protocol: ok turns 0 at the first wait that gives up; after it this warp
+        # issues no tcgen05.cp, MMA or commit but the teardown's
+        ok = Int32(1)
         t = cluster_idx
         while t < num_tiles:
             group = mSched[(t, 0)]
@@ -1492,64 +1559,81 @@ class Sm100BlockScaledGroupedGemm:
                 if cutlass.const_expr(not guard.enabled):
                     acc_pipeline.producer_acquire(acc_state)
                 else:
-                    self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index), acc_state.phase,
-                               "sm100.mma.acc_empty", t, Int32(0))
+                    ok = self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index),
+                                   acc_state.phase, "sm100.mma.acc_empty", t, Int32(0))
             # the first MMA of a tile must overwrite the TMEM accumulator
             tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
             for _k in cutlass.range(0, k_tiles, 1, unroll=1):
-                if is_leader_cta:
-                    if cutlass.const_expr(not guard.enabled):
+                if cutlass.const_expr(not guard.enabled):
+                    if is_leader_cta:
                         ab_pipeline.consumer_wait(consumer_state, peek_full)
-                    else:
-                        self.wait(guard, ab_pipeline.sync_object_full.get_barrier(consumer_state.index),
-                                   consumer_state.phase, "sm100.mma.full", t, consumer_state.count)
-                    s2t_stage = (None, None, None, None, consumer_state.index)
-                    cute.copy(copy_s2t_sfa, tCsSFA_s2t[s2t_stage], tCtSFA_s2t)
-                    cute.copy(copy_s2t_sfb, tCsSFB_s2t[s2t_stage], tCtSFB_s2t)
-                    for kb in cutlass.range(num_k_blocks, unroll_full=True):
-                        kb_coord = (None, None, kb, consumer_state.index)
-                        tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kb)].iterator)
-                        tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kb)].iterator)
-                        cute.gemm(tiled_mma, tCtAcc, tCrA[kb_coord], tCrB[kb_coord], tCtAcc)
-                        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
-                    # tcgen05.commit frees the stage once these MMAs have read it
-                    fault = self.release_fault(guard, first_tile, last_tile, consumer_state.count, k_tiles)
-                    if cutlass.const_expr(fault is None):
-                        ab_pipeline.consumer_release(consumer_state)
-                    elif fault == 0:
-                        ab_pipeline.consumer_release(consumer_state)
+                        self.mma_stage(tiled_mma, tCtAcc, tCrA, tCrB, tCtSFA, tCtSFB, copy_s2t_sfa, tCsSFA_s2t,
+                                       tCtSFA_s2t, copy_s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, num_k_blocks,
+                                       ab_pipeline, consumer_state, None)
+                else:
+                    if is_leader_cta & (ok != 0):
+                        ok = self.wait(guard, ab_pipeline.sync_object_full.get_barrier(consumer_state.index),
+                                       consumer_state.phase, "sm100.mma.full", t, consumer_state.count)
+                    if is_leader_cta & (ok != 0):
+                        fault = self.release_fault(guard, first_tile, last_tile, consumer_state.count, k_tiles)
+                        self.mma_stage(tiled_mma, tCtAcc, tCrA, tCrB, tCtSFA, tCtSFB, copy_s2t_sfa, tCsSFA_s2t,
+                                       tCtSFA_s2t, copy_s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, num_k_blocks,
+                                       ab_pipeline, consumer_state, fault)
                 consumer_state.advance()
                 if cutlass.const_expr(not guard.enabled):
                     peek_full = cutlass.Boolean(1)
                     if consumer_state.count < k_tiles:
                         if is_leader_cta:
                             peek_full = ab_pipeline.consumer_try_wait(consumer_state)
-            if is_leader_cta:
+            if is_leader_cta & (ok != 0):
                 fault = injected_fault(guard, "sm100.epilogue.acc_full", first_tile)
                 if cutlass.const_expr(fault is None):
                     acc_pipeline.producer_commit(acc_state)
                 elif fault == 0:
                     acc_pipeline.producer_commit(acc_state)
             acc_state.advance()
-            t = self.next_tile(guard, t, num_clusters, num_tiles)
+            t = self.next_tile(guard, t, num_clusters, num_tiles, ok)
         if cutlass.const_expr(not guard.enabled):
             acc_pipeline.producer_tail(acc_state)
         else:
-            # the epilogue released the last accumulator (as producer_tail), then every
-            # tcgen05 operation of this warp is done before the epilogue frees TMEM: a
-            # commit (the pair's with 2-CTA MMAs) on the teardown barrier
+            # the epilogue released the last accumulator (as producer_tail; not after a
+            # give-up, when the epilogue releases nothing more), then, on every path, every
+            # tcgen05 operation of this warp is done before the epilogue frees TMEM: a commit
+            # (the pair's with 2-CTA MMAs) on the teardown barrier, which the epilogue drains
             if is_leader_cta:
                 for _ in cutlass.range_constexpr(self.num_acc_stage - 1):
                     acc_state.advance()
-                self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index), acc_state.phase,
-                           "sm100.mma.tail", num_tiles, Int32(0))
+                if ok != 0:
+                    ok = self.wait(guard, acc_pipeline.sync_object_empty.get_barrier(acc_state.index),
+                                   acc_state.phase, "sm100.mma.tail", num_tiles, Int32(0))
                 fault = injected_fault(guard, "sm100.teardown.mma_done", True)
                 with cute.arch.elect_one():
                     if cutlass.const_expr(fault is None):
                         self.commit_to(acc_pipeline, mma_done_ptr)
                     elif fault == 0:
                         self.commit_to(acc_pipeline, mma_done_ptr)
+        self.pair_arrive(guard, pair)
         guard.leave(cute.arch.lane_idx() == 0)
+
+    @cute.jit
+    def mma_stage(self, tiled_mma, tCtAcc, tCrA, tCrB, tCtSFA, tCtSFB, copy_s2t_sfa, tCsSFA_s2t, tCtSFA_s2t,
+                  copy_s2t_sfb, tCsSFB_s2t, tCtSFB_s2t, num_k_blocks, ab_pipeline, consumer_state, fault):
+        """One full stage: its scales to TMEM, its MMAs, and the stage's release (a
+        tcgen05.commit, which frees it once these MMAs have read it; fault: the injected
+        release fault, None in other builds)."""
+        s2t_stage = (None, None, None, None, consumer_state.index)
+        cute.copy(copy_s2t_sfa, tCsSFA_s2t[s2t_stage], tCtSFA_s2t)
+        cute.copy(copy_s2t_sfb, tCsSFB_s2t[s2t_stage], tCtSFB_s2t)
+        for kb in cutlass.range(num_k_blocks, unroll_full=True):
+            kb_coord = (None, None, kb, consumer_state.index)
+            tiled_mma.set(tcgen05.Field.SFA, tCtSFA[(None, None, kb)].iterator)
+            tiled_mma.set(tcgen05.Field.SFB, tCtSFB[(None, None, kb)].iterator)
+            cute.gemm(tiled_mma, tCtAcc, tCrA[kb_coord], tCrB[kb_coord], tCtAcc)
+            tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+        if cutlass.const_expr(fault is None):
+            ab_pipeline.consumer_release(consumer_state)
+        elif fault == 0:
+            ab_pipeline.consumer_release(consumer_state)
 
     @cute.jit
     def release_fault(self, guard, first_tile, last_tile, k, k_tiles):
@@ -1689,6 +1773,7 @@ class Sm100BlockScaledGroupedGemm:
                 bSG_gC_all[(None, None, None, tile_mma_m, tile_mma_n, 0)], 1, 3
             )
             direct = False
+            c_addr, c_m, c_n, gC_sub = None, None, None, None  # the direct stores' (direct_last_store)
             if cutlass.const_expr(self.cfg.direct_last_store):
                 direct = t + num_clusters >= num_tiles
                 # C's address and extents, read before the accumulator wait: their latency
@@ -1705,80 +1790,111 @@ class Sm100BlockScaledGroupedGemm:
             )
             if cutlass.const_expr(not guard.enabled):
                 acc_pipeline.consumer_wait(acc_state)
+                c_buffer_count = self.epilogue_tile(
+                    guard, lay, tidx, warp_idx, acc_pipeline, acc_state, tma_atom_c, tiled_copy_t2r, tiled_copy_r2s,
+                    tTR_tAcc, tTR_rAcc, tRS_rC, tRS_sC, bSG_sC, bSG_gC, sC_base, manager, desc_c, c_pipeline,
+                    c_buffer_count, direct, c_addr, c_m, c_n, gC_sub, t, cluster_idx, num_clusters, num_tiles)
+                acc_state.advance()
+                t = t + num_clusters
             else:
-                self.wait(guard, acc_pipeline.sync_object_full.get_barrier(acc_state.index), acc_state.phase,
-                           "sm100.epilogue.acc_full", t, Int32(0))
-            num_subtiles = cute.size(tTR_tAcc.shape, mode=[3])
-            for sub in cutlass.range(num_subtiles):
-                cute.copy(tiled_copy_t2r, tTR_tAcc[(None, None, None, sub)], tTR_rAcc)
-                tRS_rC.store(tiled_copy_r2s.retile(tTR_rAcc).load().to(self.c_dtype))
-                c_buffer = c_buffer_count % self.num_c_stage
-                c_buffer_count += 1
-                cute.copy(tiled_copy_r2s, tRS_rC, tRS_sC[(None, None, None, c_buffer)])
-                # generic-proxy smem writes must be visible to the TMA (async proxy)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.barrier(
-                    barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
-                )
-                if cutlass.const_expr(self.cfg.direct_last_store):
-                    if direct:
-                        if warp_idx == self.epilog_warp_ids[0]:
-                            # the last TMA store may still read the buffer the next subtile
-                            # fills: done before the barrier below lets anyone write it
-                            cute.arch.cp_async_bulk_wait_group(0, read=True)
-                        store_epi_subtile_vectors(
-                            tidx, sC_base, lay.c_smem, c_buffer, 0 if self.cfg.swap_ab else 1, c_addr,
-                            gC_sub[(0, 0, sub)], (c_n, c_m) if self.cfg.swap_ab else (c_m, c_n),
-                            (1, c_n) if self.cfg.swap_ab else (c_n, 1),
-                        )
-                    else:
-                        self.store_subtile_tma(warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager,
-                                               desc_c, c_pipeline)
-                else:
-                    self.store_subtile_tma(warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager,
-                                           desc_c, c_pipeline)
-                cute.arch.barrier(
-                    barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
-                )
-            # the accumulator stage is free once every epilogue warp has read it; tcgen05.ld
-            # is asynchronous, so wait::ld must retire this warp's TMEM reads before the
-            # MMA warp may overwrite the stage
-            cute.arch.fence_view_async_tmem_load()
-            fault = self.acc_release_fault(guard, t == cluster_idx, t + num_clusters >= num_tiles)
-            with cute.arch.elect_one():
-                if cutlass.const_expr(fault is None):
-                    acc_pipeline.consumer_release(acc_state)
-                elif fault == 0:
-                    acc_pipeline.consumer_release(acc_state)
-            acc_state.advance()
-            t = t + num_clusters
-            if cutlass.const_expr(guard.enabled):
-                # leave together: the four warps meet at the EPILOGUE barrier in every tile
-                if barrier_any(int(Sm100Barrier.EPILOGUE), num_epi_threads, self.aborted(guard)) != 0:
+                ok = self.wait(guard, acc_pipeline.sync_object_full.get_barrier(acc_state.index), acc_state.phase,
+                               "sm100.epilogue.acc_full", t, Int32(0))
+                # the four warps decide together (their named barriers need all four): the
+                # tile is read and stored only where every warp's wait completed and the
+                # CTA has not given up; after that they issue no TMEM load, store or
+                # release, and leave their loop
+                stop = barrier_any(int(Sm100Barrier.EPILOGUE), num_epi_threads,
+                                   (ok == 0) | (self.aborted(guard) != 0))
+                if stop == 0:
+                    c_buffer_count = self.epilogue_tile(
+                        guard, lay, tidx, warp_idx, acc_pipeline, acc_state, tma_atom_c, tiled_copy_t2r,
+                        tiled_copy_r2s, tTR_tAcc, tTR_rAcc, tRS_rC, tRS_sC, bSG_sC, bSG_gC, sC_base, manager, desc_c,
+                        c_pipeline, c_buffer_count, direct, c_addr, c_m, c_n, gC_sub, t, cluster_idx, num_clusters,
+                        num_tiles)
+                acc_state.advance()
+                t = t + num_clusters
+                if stop != 0:
                     t = num_tiles
 
         if warp_idx == self.epilog_warp_ids[0]:
             cute.arch.relinquish_tmem_alloc_permit(is_two_cta=self.use_2cta)
         cute.arch.barrier(barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads)
-        if warp_idx == self.epilog_warp_ids[0]:
-            if cutlass.const_expr(guard.enabled):
-                # every tcgen05 operation that writes this CTA's TMEM is done (the MMA warp's
-                # teardown commit): also where the CTA gave up with MMAs in flight
-                self.wait(guard, mma_done_ptr, Int32(0), "sm100.teardown.mma_done", num_tiles, Int32(0))
-            if cutlass.const_expr(self.use_2cta):
-                # the pair's MMAs write both CTAs' TMEM: free only when the peer is done too
-                fault = injected_fault(guard, "sm100.teardown.peer", True, cta=1)
-                if cutlass.const_expr(fault is None):
+        if cutlass.const_expr(not guard.enabled):
+            if warp_idx == self.epilog_warp_ids[0]:
+                if cutlass.const_expr(self.use_2cta):
+                    # the pair's MMAs write both CTAs' TMEM: free only when the peer is done too
                     cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
-                elif fault == 0:
-                    cute.arch.mbarrier_arrive(tmem_dealloc_mbar_ptr, cta_rank_in_cluster ^ 1)
-                if cutlass.const_expr(not guard.enabled):
                     cute.arch.mbarrier_wait(tmem_dealloc_mbar_ptr, 0)
-                else:
-                    self.wait(guard, tmem_dealloc_mbar_ptr, Int32(0), "sm100.teardown.peer", num_tiles, Int32(0))
-            cute.arch.dealloc_tmem(acc_tmem_ptr, self.num_tmem_alloc_cols, is_two_cta=self.use_2cta)
-        c_pipeline.producer_tail()
+                cute.arch.dealloc_tmem(acc_tmem_ptr, self.num_tmem_alloc_cols, is_two_cta=self.use_2cta)
+            c_pipeline.producer_tail()
+        else:
+            # the TMA stores have read their smem (a wait the TMA unit ends on its own)
+            c_pipeline.producer_tail()
+            fault = injected_fault(guard, "sm100.teardown.peer", warp_idx == self.epilog_warp_ids[0], cta=1)
+            self.pair_arrive(guard, (tmem_dealloc_mbar_ptr, cta_rank_in_cluster), fault)
+            if warp_idx == self.epilog_warp_ids[0]:
+                # drains, not cut short by the abort flag: every tcgen05 operation that
+                # writes this CTA's TMEM is done (the MMA warp's teardown commit, issued on
+                # every path), and in a pair every warp of both CTAs issues nothing more
+                # into either (the pair's exit); only then is TMEM freed
+                self.drain(guard, mma_done_ptr, Int32(0), "sm100.teardown.mma_done", num_tiles, Int32(0))
+                if cutlass.const_expr(self.use_2cta):
+                    self.drain(guard, tmem_dealloc_mbar_ptr, Int32(0), "sm100.teardown.peer", num_tiles, Int32(0))
+                cute.arch.dealloc_tmem(acc_tmem_ptr, self.num_tmem_alloc_cols, is_two_cta=self.use_2cta)
         guard.leave(tidx % 32 == 0)
+
+    @cute.jit
+    def epilogue_tile(self, guard, lay, tidx, warp_idx, acc_pipeline, acc_state, tma_atom_c, tiled_copy_t2r,
+                      tiled_copy_r2s, tTR_tAcc, tTR_rAcc, tRS_rC, tRS_sC, bSG_sC, bSG_gC, sC_base, manager, desc_c,
+                      c_pipeline, c_buffer_count, direct, c_addr, c_m, c_n, gC_sub, t, cluster_idx, num_clusters,
+                      num_tiles):
+        """One tile's accumulator (already waited for): TMEM -> registers -> fp16 -> smem ->
+        C, subtile by subtile, then the accumulator stage's release. Returns the count of
+        C buffers used so far."""
+        num_epi_threads = 32 * len(self.epilog_warp_ids)
+        num_subtiles = cute.size(tTR_tAcc.shape, mode=[3])
+        for sub in cutlass.range(num_subtiles):
+            cute.copy(tiled_copy_t2r, tTR_tAcc[(None, None, None, sub)], tTR_rAcc)
+            tRS_rC.store(tiled_copy_r2s.retile(tTR_rAcc).load().to(self.c_dtype))
+            c_buffer = c_buffer_count % self.num_c_stage
+            c_buffer_count += 1
+            cute.copy(tiled_copy_r2s, tRS_rC, tRS_sC[(None, None, None, c_buffer)])
+            # generic-proxy smem writes must be visible to the TMA (async proxy)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier(
+                barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
+            )
+            if cutlass.const_expr(self.cfg.direct_last_store):
+                if direct:
+                    if warp_idx == self.epilog_warp_ids[0]:
+                        # the last TMA store may still read the buffer the next subtile
+                        # fills: done before the barrier below lets anyone write it
+                        cute.arch.cp_async_bulk_wait_group(0, read=True)
+                    store_epi_subtile_vectors(
+                        tidx, sC_base, lay.c_smem, c_buffer, 0 if self.cfg.swap_ab else 1, c_addr,
+                        gC_sub[(0, 0, sub)], (c_n, c_m) if self.cfg.swap_ab else (c_m, c_n),
+                        (1, c_n) if self.cfg.swap_ab else (c_n, 1),
+                    )
+                else:
+                    self.store_subtile_tma(warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager,
+                                           desc_c, c_pipeline)
+            else:
+                self.store_subtile_tma(warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager,
+                                       desc_c, c_pipeline)
+            cute.arch.barrier(
+                barrier_id=int(Sm100Barrier.EPILOGUE), number_of_threads=num_epi_threads
+            )
+        # the accumulator stage is free once every epilogue warp has read it; tcgen05.ld
+        # is asynchronous, so wait::ld must retire this warp's TMEM reads before the
+        # MMA warp may overwrite the stage
+        cute.arch.fence_view_async_tmem_load()
+        fault = self.acc_release_fault(guard, t == cluster_idx, t + num_clusters >= num_tiles)
+        with cute.arch.elect_one():
+            if cutlass.const_expr(fault is None):
+                acc_pipeline.consumer_release(acc_state)
+            elif fault == 0:
+                acc_pipeline.consumer_release(acc_state)
+        return c_buffer_count
 
     @cute.jit
     def store_subtile_tma(self, warp_idx, tma_atom_c, bSG_sC, bSG_gC, c_buffer, sub, manager, desc_c,

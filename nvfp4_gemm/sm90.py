@@ -79,6 +79,7 @@ from .watchdog import (
     LaunchWatch,
     WaitGuard,
     WatchSettings,
+    barrier_any,
     fake_watch_args,
     injected_fault,
 )
@@ -425,7 +426,8 @@ class Sm90Fp4GroupedGemm:
         storage = smem.allocate(self.shared_storage)
         # the watchdog's block, before the barrier that the pipelines' creation ends with
         guard = WaitGuard(self.watch, storage.watch.data_ptr().toint(), self.waiting_warps, (
-            (("sm90.producer.empty", "sm90.producer.tail", "sm90.consumer.full"), storage.mbar.data_ptr(),
+            (("sm90.producer.empty", "sm90.producer.tail", "sm90.consumer.full", "sm90.producer.drain"),
+             storage.mbar.data_ptr(),
              self.stages),
             (("sm90.consumer.tokens",), storage.tbar.data_ptr(), self.token_buffers),
         ))
@@ -534,14 +536,13 @@ class Sm90Fp4GroupedGemm:
         return fault
 
     @cute.jit
-    def acquire_stage(self, guard, ab_pipeline, state, is_leader, u, kb, first):
+    def acquire_stage(self, guard, ab_pipeline, state, u, kb, first):
         """Waits until stage `state` is empty, then arms its full barrier with the stage's
-        byte count; returns the TMA issues' predicate: the leader lane, and with the watchdog
-        only while the wait completed and the CTA has not given up (after that no load is
-        issued: a CTA must not leave its SM with a TMA write into its shared memory in
-        flight). first (injected sm90.consumer.full builds): the CTA's first stage, which
-        then expects 16 bytes more than its loads bring."""
-        issue = is_leader
+        byte count. Returns whether to issue the stage's loads: always without the watchdog;
+        with it, only while the wait completed and the CTA has not given up (after that no
+        load is issued). first (injected sm90.consumer.full builds): the CTA's first stage,
+        which then expects 16 bytes more than its loads bring."""
+        ok = Int32(1)
         if cutlass.const_expr(not guard.enabled):
             ab_pipeline.producer_acquire(state)
         else:
@@ -554,20 +555,51 @@ class Sm90Fp4GroupedGemm:
             if ok != 0:
                 with cute.arch.elect_one():
                     cute.arch.mbarrier_arrive_and_expect_tx(ab_pipeline.producer_get_barrier(state), tx)
-            issue = is_leader & ok
-        return issue
+        return ok
 
     @cute.jit
-    def producer_tail(self, guard, ab_pipeline, state, last_u):
+    def producer_tail(self, guard, ab_pipeline, state, last_u, ok, issued):
         """Keeps the CTA until the consumers released every stage the producer filled (their
-        arrives must not land on a barrier of a CTA that left)."""
+        arrives must not land on a barrier of a CTA that left): with the watchdog only while
+        no wait of the producer gave up (ok), since the consumers of a CTA that gave up
+        release what they release on their way out of their loops. Then, with the watchdog
+        on every path, the drain: the loads of the last stages issued have landed (a CTA
+        must not leave its SM with a TMA write into its shared memory in flight, and with
+        programmatic dependent launch the next grid's CTA may own that memory next). Issue n
+        of the CTA's (0-based) went to stage n % stages, the (n // stages)-th fill of it, so
+        its full barrier's phase of parity (n // stages) % 2 completes when its loads land.
+        A drain is not cut short by the abort flag; where it expires too, the barrier is
+        short of bytes that no load brings (sm90.consumer.full's fault)."""
         if cutlass.const_expr(not guard.enabled):
             ab_pipeline.producer_tail(state)
         else:
             for i in cutlass.range_constexpr(self.stages):
-                guard.wait(ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
-                           "sm90.producer.tail", last_u, Int32(i))
+                if ok != 0:
+                    ok = self.wait(guard, ab_pipeline.sync_object_empty.get_barrier(state.index), state.phase,
+                                   "sm90.producer.tail", last_u, Int32(i))
                 state.advance()
+            for i in cutlass.range_constexpr(self.stages):
+                n = issued - 1 - i
+                if n >= 0:
+                    self.drain(guard, ab_pipeline.sync_object_full.get_barrier(n % self.stages),
+                               (n // self.stages) % 2, "sm90.producer.drain", last_u, n)
+
+    def wait(self, guard, *args, **kwargs):
+        """guard.wait (WaitGuard), called through the kernel: the DSL carries through a
+        dynamic loop or branch every object whose method its body calls."""
+        return guard.wait(*args, **kwargs)
+
+    def drain(self, guard, *args, **kwargs):
+        """guard.drain, called through the kernel as wait is."""
+        guard.drain(*args, **kwargs)
+
+    def wait_run_out(self, guard, *args, **kwargs):
+        """guard.wait_run_out, called through the kernel as wait is."""
+        guard.wait_run_out(*args, **kwargs)
+
+    def aborted(self, guard):
+        """guard.aborted, called through the kernel as wait is."""
+        return guard.aborted()
 
     @cute.jit
     def producer(self, guard, storage, ab_pipeline, mSizes, mPtrs, mUnits, tmaps_ptr, span):
@@ -581,6 +613,10 @@ class Sm90Fp4GroupedGemm:
         sSFB0 = storage.sSFB.data_ptr().toint()
         tmaps0 = tmaps_ptr.toint()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        # abort protocol: ok turns 0 at the first wait that gives up, and no load issues
+        # after it; issued counts the stages whose loads went out (the drain's)
+        ok = Int32(1)
+        issued = Int32(0)
         for u in cutlass.range(span[0], span[-1], unroll=1):
             g = mUnits[0, u]
             tm = mUnits[1, u]
@@ -612,8 +648,14 @@ class Sm90Fp4GroupedGemm:
                 for b in range(self.cfg.sf_blocks)
             ]
             for kt in cutlass.range(mUnits[3, u], mUnits[4, u], unroll=1):
-                issue = self.acquire_stage(guard, ab_pipeline, state, is_leader, u, kt - mUnits[3, u],
-                                           (u == span[0]) & (kt == mUnits[3, u]))
+                if cutlass.const_expr(not guard.enabled):
+                    self.acquire_stage(guard, ab_pipeline, state, u, kt - mUnits[3, u], False)
+                elif ok != 0:
+                    ok = self.acquire_stage(guard, ab_pipeline, state, u, kt - mUnits[3, u],
+                                            (u == span[0]) & (kt == mUnits[3, u]))
+                issue = is_leader
+                if cutlass.const_expr(guard.enabled):
+                    issue = is_leader & ok
                 mbar = ab_pipeline.producer_get_barrier(state).toint()
                 s = state.index
                 kb = kt * self.row_bytes
@@ -631,8 +673,9 @@ class Sm90Fp4GroupedGemm:
                     bulk_load(sSFB0 + s * self.sfb_stage_bytes + b * 2 * SF_ATOM_BYTES,
                               sfb_src[b] + koff, 2 * SF_ATOM_BYTES, mbar, issue)
                 ab_pipeline.producer_commit(state)
+                issued = issued + ok
                 state.advance()
-        self.producer_tail(guard, ab_pipeline, state, span[-1] - 1)
+        self.producer_tail(guard, ab_pipeline, state, span[-1] - 1, ok, issued)
         guard.leave(lane == 0)
 
     # ---------------- consumers ----------------
@@ -705,6 +748,9 @@ class Sm90Fp4GroupedGemm:
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         # the first K-tile's tokens and weights, before any wgmma of the tile
         where = (guard, u, k_tiles, ends)  # for the watchdog's waits and injected faults
+        # abort protocol: the consumers' waits run their loops out (WaitGuard.wait_run_out:
+        # named barriers, warpgroup-wide wgmmas); a give-up leaves the CTA's abort flag set,
+        # on which the tile's stores are decided per barrier group (store_tile, store_partial)
         packed, scales = self.token_chunks(storage, ab_pipeline, ahead, tok, where, Int32(-1))
         self.store_token_words(storage, tok_w, tok, packed, scales, (0, 1))
         self.publish_tokens(tok_pipeline, tok_w,
@@ -728,30 +774,35 @@ class Sm90Fp4GroupedGemm:
             # split-K: both sides of a slot use the same thread -> accumulator map
             role = mUnits[5, u]
             if role == UNIT_PARTIAL:
-                self.store_partial(acc, split, mUnits[6, u], tidx, rows, injected_fault(guard, "sm90.fixup.flag", True))
+                self.store_partial(acc, split, mUnits[6, u], tidx, rows, injected_fault(guard, "sm90.fixup.flag", True),
+                                   guard)
             elif role == UNIT_FIXUP:
                 self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows,
-                                tok_w, last, (split, mUnits[7, u], guard, u))
+                                tok_w, last, guard, (split, mUnits[7, u], u))
             else:
-                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
+                self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last,
+                                guard)
         else:
-            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last)
+            self.store_tile(acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows, tok_w, last, guard)
         return ahead, tok_w, tok_r
 
     @cute.jit
     def store_tile(self, acc, storage, tidx, tmaps_ptr, mSizes, mPtrs, g, m, row_a, tn, rows: int,
-                   tok_w, last, fixup=None):
-        """The tile's C through the epilogue; a FIXUP (fixup = (split, slot)) first waits for
-        the previous piece's slot and adds it on the way. With ring_staging, block 0 of
-        each WG is staged in ring buffer tok_w + 2 (free once every consumer thread is past
-        its wait_group(0): the barrier) and block 1 in the WG's own box, so that block 1
-        never waits for block 0's store to read the box."""
+                   tok_w, last, guard, fixup=None):
+        """The tile's C through the epilogue; a FIXUP (fixup = (split, slot, unit)) first
+        waits for the previous piece's slot and adds it on the way. With ring_staging,
+        block 0 of each WG is staged in ring buffer tok_w + 2 (free once every consumer
+        thread is past its wait_group(0): the barrier) and block 1 in the WG's own box, so
+        that block 1 never waits for block 0's store to read the box. With the watchdog the
+        barrier also decides, for all the threads it holds alike, whether anything is
+        stored: not where the CTA gave up (any wait of theirs that gave up left its abort
+        flag set) or the FIXUP's flag wait gave up."""
         desc_c = tmaps_ptr.toint() + Int64(g) * (SM90_NUM_DESC * SM90_DESC_BYTES) + 2 * SM90_DESC_BYTES
         col = tn * self.tile_n + SM90_WEIGHT_ROWS_PER_BLOCK * (tidx // 128)
-        base = None
+        base, seen = None, Int32(1)
         if cutlass.const_expr(fixup is not None):
-            split, slot, guard, u = fixup
-            base = self.wait_partial(split, slot, tidx, guard, u)
+            split, slot, u = fixup
+            base, seen = self.wait_partial(split, slot, tidx, guard, u)
         # the boxes are free: every earlier store of this WG has read its box (the wait,
         # which also orders the element path's reads), and with ring_staging every
         # consumer thread is past its wait_group(0) (the barrier over all of them)
@@ -760,19 +811,33 @@ class Sm90Fp4GroupedGemm:
         bulk_wait_read(lead)
         own_box = storage.sC.data_ptr().toint() + (tidx // 128) * self.cfg.c_stage_bytes
         boxes = [own_box]
+        bar_id, bar_threads = 1 + tidx // 128, 128
         if cutlass.const_expr(self.ring_staging):
-            cute.arch.barrier(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self.cfg.consumer_threads)
+            bar_id, bar_threads = SM90_CONSUMERS_BARRIER, self.cfg.consumer_threads
             ring = storage.sDecT.data_ptr().toint() + ((tok_w.index + 2) % self.token_buffers) * self.tbuf_bytes
             boxes = [ring + (tidx // 128) * self.cfg.c_stage_bytes, own_box]
+        live = None
+        if cutlass.const_expr(not guard.enabled):
+            cute.arch.barrier(barrier_id=bar_id, number_of_threads=bar_threads)
         else:
-            cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
-        for b in cutlass.range_constexpr(self.blocks):
-            self.epilogue(acc[b], boxes[b], tidx, desc_c, c_addr, m, n, row_a,
-                          col + self.block_rows * b, rows, last,
-                          None if base is None else base + b * self.partial_block_bytes)
+            # stores nothing where it stops: every store of the epilogue is predicated on
+            # `live` too (a branch around the epilogue instead cost the tile_n 256 split-K
+            # K-loop its uniform registers: 573 SASS instructions a K-tile against 504,
+            # tests/test_sm90_compile.py)
+            live = Int32(barrier_any(bar_id, bar_threads, (seen == 0) | (self.aborted(guard) != 0)) == 0)
+        self.store_blocks(acc, boxes, tidx, desc_c, c_addr, m, n, row_a, col, rows, last, base, live)
         if cutlass.const_expr(self.ring_staging):
             # block 0's store has read the ring box (it did so while block 1 was staged)
             bulk_wait_read(lead, pending=1)
+
+    @cute.jit
+    def store_blocks(self, acc, boxes, tidx, desc_c, c_addr, m, n, row_a, col, rows: int, last, base, live):
+        """Each m64 block's accumulators through the epilogue (base: a FIXUP's slot; live:
+        the watchdog's decision to store, None without it)."""
+        for b in cutlass.range_constexpr(self.blocks):
+            self.epilogue(acc[b], boxes[b], tidx, desc_c, c_addr, m, n, row_a,
+                          col + self.block_rows * b, rows, last,
+                          None if base is None else base + b * self.partial_block_bytes, live)
 
     @property
     def ring_staging(self) -> bool:
@@ -807,31 +872,53 @@ class Sm90Fp4GroupedGemm:
     def wait_partial(self, split, slot, tidx, guard, u):
         """Wait for slot `slot`'s flag (this WG's half), reset it for the next call (nothing
         else reads it in this grid; the next grid does only after griddepcontrol.wait), and
-        return this thread's address in the slot."""
+        return this thread's address in the slot and whether the flag was seen (1 but in
+        the WG's first thread where its wait gave up: then the flag is left alone, the
+        slot is not read, and store_tile's barrier tells the WG). With the watchdog, a
+        thread whose CTA gave up neither waits for nor resets the flag."""
+        seen = Int32(1)
         if tidx % 128 == 0:
             flag = self.flag_addr(split, slot, tidx)
-            self.wait_flag(guard, flag, slot, u)
-            st_relaxed_zero(flag)
+            if cutlass.const_expr(not guard.enabled):
+                self.wait_flag(guard, flag, slot, u)
+                st_relaxed_zero(flag)
+            else:
+                if self.aborted(guard) == 0:
+                    seen = self.wait_flag(guard, flag, slot, u)
+                    if seen != 0:
+                        st_relaxed_zero(flag)
         cute.arch.barrier(barrier_id=1 + tidx // 128, number_of_threads=128)
-        return self.partial_addr(split, slot, tidx)
+        return self.partial_addr(split, slot, tidx), seen
 
     @cute.jit
     def wait_flag(self, guard, flag, slot, u):
-        """Until the PARTIAL's flag is set (acquire); with the watchdog a bounded wait."""
+        """Until the PARTIAL's flag is set (acquire); with the watchdog a bounded wait, which
+        returns 0 where it gave up (else 1)."""
+        seen = Int32(1)
         if cutlass.const_expr(guard.enabled):
-            guard.wait_flag(flag, "sm90.fixup.flag", slot, u, Int32(0))
+            seen = guard.wait_flag(flag, "sm90.fixup.flag", slot, u, Int32(0))
         else:
-            seen = ld_acquire_u32(flag)
-            while seen == 0:
-                seen = ld_acquire_u32(flag)
+            value = ld_acquire_u32(flag)
+            while value == 0:
+                value = ld_acquire_u32(flag)
+        return seen
 
     @cute.jit
-    def store_partial(self, acc, split, slot, tidx, rows: int, fault=None):
+    def store_partial(self, acc, split, slot, tidx, rows: int, fault, guard):
         """PARTIAL: this WG's fp32 accumulators -> slot `slot`, then its flag, once all 128
         threads' stores are issued (the barrier, then the release in flag_release).
         (A tile has one PARTIAL: a middle piece that waits, adds and stores, compiled into
         this branch, cost the tile_n 256 K-loop its uniform descriptor registers, 567 ->
-        635 SASS instructions.)"""
+        635 SASS instructions.) With the watchdog the WG first decides together (a barrier
+        over its threads) to store nothing and leave the flag unset where the CTA gave up;
+        its FIXUP then gives up too."""
+        if cutlass.const_expr(not guard.enabled):
+            self.store_partial_slot(acc, split, slot, tidx, rows, fault)
+        elif barrier_any(1 + tidx // 128, 128, self.aborted(guard) != 0) == 0:
+            self.store_partial_slot(acc, split, slot, tidx, rows, fault)
+
+    @cute.jit
+    def store_partial_slot(self, acc, split, slot, tidx, rows: int, fault):
         dst = self.partial_addr(split, slot, tidx)
         for b in cutlass.range_constexpr(self.blocks):
             for i in cutlass.range_constexpr(rows // 8):
@@ -909,8 +996,8 @@ class Sm90Fp4GroupedGemm:
         before the first conversion, so their latencies overlap."""
         trow, group, wpt, _, srow, q0, chunks = tok
         guard, u = where[0], where[1]
-        guard.wait(ab_pipeline.sync_object_full.get_barrier(ahead.index), ahead.phase, "sm90.consumer.full",
-                   u, kb)
+        self.wait_run_out(guard, ab_pipeline.sync_object_full.get_barrier(ahead.index), ahead.phase,
+                          "sm90.consumer.full", u, kb)
         pk = storage.sPkA.data_ptr().toint() + ahead.index * self.a_stage_bytes
         sf = storage.sSFA.data_ptr().toint() + ahead.index * self.sfa_stage_bytes
         packed = []
@@ -1048,8 +1135,8 @@ class Sm90Fp4GroupedGemm:
                 for tt in cutlass.range_constexpr(4):  # P[4j + tt]: step tt // 2, slot tt % 2
                     tCrW32[f][sm90_fragment_index(h, tt % 2, 0, tt // 2, 1)] = p[tt]
             if cutlass.const_expr(g == 0):
-                guard.wait(tok_pipeline.sync_object_full.get_barrier(tok_r.index), tok_r.phase,
-                           "sm90.consumer.tokens", u, kt)
+                self.wait_run_out(guard, tok_pipeline.sync_object_full.get_barrier(tok_r.index), tok_r.phase,
+                                  "sm90.consumer.tokens", u, kt)
             cute.nvgpu.warpgroup.fence()
             buf = tok_r.index
             for st in cutlass.range_constexpr(2):
@@ -1085,7 +1172,7 @@ class Sm90Fp4GroupedGemm:
 
     @cute.jit
     def epilogue(self, acc, box, tidx, desc_c, c_addr, m, n, row_a, col, tokens: int, last,
-                 partial=None):
+                 partial=None, live=None):
         """One m64 block's accumulators (64 weight rows x `tokens` static) -> C rows row_a ..,
         columns col .. col + 63, through this WG's staging box. stmatrix.trans turns wgmma's
         fragments (a thread holds token pairs) into C's rows (8 weight rows = 16 bytes).
@@ -1095,9 +1182,12 @@ class Sm90Fp4GroupedGemm:
         and the WG stores the box element by element instead (consecutive lanes,
         consecutive columns).
         The caller (store_tile) made the box free; the proxy fence before the barrier makes
-        the stmatrix writes visible to the TMA."""
+        the stmatrix writes visible to the TMA. live (watchdog builds): 0 where the tile is
+        not to be stored (store_tile): every store of it is predicated on it."""
         wtid = tidx % 128
         lead = Int32(wtid == 0)
+        if cutlass.const_expr(live is not None):
+            lead = lead & live
         wg_barrier = 1 + tidx // 128  # named barrier of this WG's 128 threads
         pairs = tokens // 16
         for p0 in cutlass.range_constexpr(0, pairs, SM90_FIXUP_BATCH):
@@ -1120,14 +1210,14 @@ class Sm90Fp4GroupedGemm:
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
             if last:
-                self.store_box_vectors(box, wtid, c_addr, m, n, row_a, col, tokens)
+                self.store_box_vectors(box, wtid, c_addr, m, n, row_a, col, tokens, live)
             else:
                 tma_store_2d(desc_c, col, row_a, box, lead)
         else:
-            self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens)
+            self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens, live)
 
     @cute.jit
-    def store_box_vectors(self, box, wtid, c_addr, m, n, row_a, col, tokens: int):
+    def store_box_vectors(self, box, wtid, c_addr, m, n, row_a, col, tokens: int, live=None):
         """The staged box -> C with 16-byte stores by the WG's 128 threads, for the CTA's
         last tile: a TMA store would hold the CTA (and its SM, which the next call's CTA
         waits for) until the TMA unit has read the box, about 1 us after the store is
@@ -1141,10 +1231,13 @@ class Sm90Fp4GroupedGemm:
             tok = 16 * i + wtid // 8
             v = ld_shared_v4(box + sm90_c_box_offset(tok, 8 * j))
             gm = row_a + tok
-            st_global_v4_b32(c_addr + (Int64(gm) * n + gn) * 2, *v, Int32(gm < m and gn < n))
+            inside = Int32(gm < m and gn < n)
+            if cutlass.const_expr(live is not None):
+                inside = inside & live
+            st_global_v4_b32(c_addr + (Int64(gm) * n + gn) * 2, *v, inside)
 
     @cute.jit
-    def store_box_elements(self, box, wtid, c_addr, m, n, row_a, col, tokens: int):
+    def store_box_elements(self, box, wtid, c_addr, m, n, row_a, col, tokens: int, live=None):
         """The staged box -> C with one predicated 2-byte store per element: per pass the WG
         covers 4 token rows x 64 columns, lane pairs of columns (sm90_c_stage_offset's
         swizzle)."""
@@ -1155,8 +1248,14 @@ class Sm90Fp4GroupedGemm:
             gm = row_a + tok
             gn = col + 2 * pair
             addr = c_addr + (Int64(gm) * n + gn) * 2
-            st_global_b16(addr, word, Int32(gm < m and gn < n))
-            st_global_b16(addr + 2, word >> 16, Int32(gm < m and gn + 1 < n))
+            inside = Int32(gm < m and gn < n)
+            if cutlass.const_expr(live is not None):
+                inside = inside & live
+            inside_hi = Int32(gm < m and gn + 1 < n)
+            if cutlass.const_expr(live is not None):
+                inside_hi = inside_hi & live
+            st_global_b16(addr, word, inside)
+            st_global_b16(addr + 2, word >> 16, inside_hi)
 
 
 def sm90_can_implement(config: Sm90Config, sizes) -> tuple[bool, str]:

@@ -44,7 +44,9 @@ class WaitSite:
     kernel: str
     role: str
     what: str
-    inject: str
+    # how NVFP4_GEMM_INJECT_HANG makes this wait hang (None: it has no fault of its own; a
+    # drain expires only where another site's fault kept what it waits for from completing)
+    inject: str | None
     # the record holds the k-block before the awaited one (the K-loop's counter): add 1
     next_kblock: bool = False
     # which hung wait is the hang's cause (hang_cause): the warps that wait here (`party`),
@@ -55,6 +57,9 @@ class WaitSite:
     waits_on: str | None = None
     backpressure: bool = False
     at_end: bool = False
+    # a drain (abort protocol, design.md section 9): a wait for work already issued, which
+    # the abort flag does not cut short and whose bound is DRAIN_FACTOR x the deadline
+    drain: bool = False
 
     @property
     def unit(self) -> str:
@@ -78,6 +83,8 @@ WAIT_SITES = (
              party="consumers", waits_on="consumers"),
     WaitSite(5, "sm90.fixup.flag", "sm90", "a FIXUP warpgroup", "split-K slot {stage} (flag)",
              "the PARTIAL pieces leave their flags unset", party="consumers"),
+    WaitSite(6, "sm90.producer.drain", "sm90", "the TMA warp's drain", "the loads of stage {stage} (full)",
+             None, party="tma", at_end=True, drain=True),
     WaitSite(11, "sm100.tma.empty", "sm100", "the TMA warp", "stage {stage} (empty)",
              "the MMA warp leaves out its release of the first stage",
              party="tma", waits_on="mma", backpressure=True),
@@ -98,13 +105,20 @@ WAIT_SITES = (
     WaitSite(17, "sm100.teardown.mma_done", "sm100", "the epilogue's TMEM release",
              "the MMA warp's last tcgen05 operations",
              "the MMA warp leaves out its commit of the teardown barrier",
-             party="epilogue", waits_on="mma", at_end=True),
-    WaitSite(18, "sm100.teardown.peer", "sm100", "the epilogue's TMEM release", "the peer CTA's epilogue",
-             "the CTA pair's second CTA leaves out its arrive on the first's teardown barrier",
-             party="epilogue"),
+             party="epilogue", waits_on="mma", at_end=True, drain=True),
+    WaitSite(18, "sm100.teardown.peer", "sm100", "the CTA pair's exit", "every warp of both CTAs",
+             "the CTA pair's second CTA leaves out its epilogue warp 0's arrives on the pair's exit barriers",
+             party="epilogue", at_end=True, drain=True),
+    WaitSite(19, "sm100.tma.drain", "sm100", "the TMA warp's drain", "the loads of stage {stage} (full)",
+             None, party="tma", at_end=True, drain=True),
 )
 SITE_BY_ID = {s.id: s for s in WAIT_SITES}
 SITE_BY_NAME = {s.name: s for s in WAIT_SITES}
+# the sites NVFP4_GEMM_INJECT_HANG can make hang (a drain has no fault of its own)
+INJECTABLE = tuple(s.name for s in WAIT_SITES if s.inject is not None)
+# a drain's bound is this many deadlines (design.md section 9: what it waits for was issued
+# before the CTA gave up and completes in microseconds; the factor only orders the bounds)
+DRAIN_FACTOR = 2
 
 
 def site_id(name: str) -> int:
@@ -138,8 +152,9 @@ def requested_injection() -> tuple[str, str | None] | None:
     if not text:
         return None
     name, _, config = text.partition(":")
-    if name not in SITE_BY_NAME:
-        raise ValueError(f"{INJECT_ENV}={text!r}: no wait site {name!r}; expected one of {', '.join(SITE_BY_NAME)}")
+    if name not in INJECTABLE:
+        raise ValueError(f"{INJECT_ENV}={text!r}: no injectable wait site {name!r}; expected one of "
+                         f"{', '.join(INJECTABLE)}")
     return name, config or None
 
 
@@ -152,8 +167,8 @@ class WatchSettings:
     inject: str | None = None
 
     def __post_init__(self):
-        if self.inject is not None and self.inject not in SITE_BY_NAME:
-            raise ValueError(f"no wait site {self.inject!r}")
+        if self.inject is not None and self.inject not in INJECTABLE:
+            raise ValueError(f"no injectable wait site {self.inject!r}")
         if self.inject is not None and not self.enabled:
             raise ValueError("a fault is injected only into a build with the watchdog (it would hang)")
 
@@ -168,8 +183,11 @@ class WatchSettings:
 # waited, the site with the phase at bit 8, the stage (the split-K slot of a flag wait),
 # tile and k-block. The CTA's first hung wait is the noted one that started first; the
 # hang's cause is chosen on the host from all of them (hang_cause). BLK_ABORT_NS: the clock
-# when the CTA gave up.
+# when the CTA gave up; BLK_PEER: the CTA pair's other block as a shared::cluster address
+# (0: no pair), whose abort flag a give-up sets too; BLK_OWNER: nonzero where this CTA's
+# give-up claimed the launch's record (the first CTA of the launch to give up writes it).
 BLK_ABORT, BLK_TAG, BLK_TIMEOUT, BLK_CLAIM, BLK_RECORD, BLK_EXITS, BLK_ABORT_NS = 0, 4, 8, 16, 24, 32, 40
+BLK_PEER, BLK_OWNER = 48, 52
 BLK_NOTES = 64
 NOTE_BYTES = 32
 NOTE_SLOTS = 10
@@ -186,9 +204,9 @@ REC_ABORT_NS = 10  # words 10-11: the clock when the CTA gave up (u64)
 REC_NOTES = 16
 NOTE_WORDS = NOTE_BYTES // 4
 RECORD_WORDS = REC_NOTES + NOTE_WORDS * NOTE_SLOTS
-# the claim words, in device memory: the lock of the record's writers, then (at byte
-# CLAIM_BEST) the start on the clock of the note written so far, 0: none
-CLAIM_WORDS, CLAIM_BEST = 4, 8
+# the claim words, in device memory: word 0 is the record's owner, claimed once for the
+# life of the record by the first wait of any CTA to time out (a compare-and-swap 0 -> 1)
+CLAIM_WORDS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,17 +222,23 @@ class WaitTimeout:
     phase: int
     tag: int
     waited_ms: int
+    # the drains that expired too (HungWait notes of drain sites other than the cause)
+    drains: tuple = ()
 
     def describe(self) -> str:
         """'gave up after 2000 ms in the MMA warp waiting for stage 3 (full), tile 0, k-block
-        0, phase 1'."""
+        0, phase 1, CTA 0', then each drain that expired as well."""
         if self.site is None:
             where, unit = f"at an unknown wait (site {self.site_id})", "tile"
         else:
             where = f"in {self.site.role} waiting for {self.site.what.format(stage=self.stage)}"
             unit = self.site.unit
-        return (f"gave up after {self.waited_ms} ms {where}, {unit} {self.tile}, k-block {self.kblock}, "
+        text = (f"gave up after {self.waited_ms} ms {where}, {unit} {self.tile}, k-block {self.kblock}, "
                 f"phase {self.phase}, CTA {self.cta}")
+        for d in self.drains:
+            text += (f"; then {d.site.role} waited {round(d.waited_ns / 1e6)} ms for "
+                     f"{d.site.what.format(stage=d.stage)}, which did not complete either")
+        return text
 
     def message(self, config_name: str, sizes, fallback: str) -> str:
         return f"{config_name}{sizes_text(sizes)} {self.describe()}; running {fallback}"
@@ -314,12 +338,14 @@ def decode_record(words: Sequence[int]) -> WaitTimeout | None:
     if not words[REC_FLAG]:
         return None
     u32 = [w & 0xFFFFFFFF for w in words]
-    wait = hang_cause(decode_notes(u32), _u64(u32, REC_ABORT_NS))
+    notes = decode_notes(u32)
+    wait = hang_cause(notes, _u64(u32, REC_ABORT_NS))
     if wait is None:
         wait = _hung_wait(u32[REC_SITE] | (u32[REC_PHASE] << 8), 0, _u64(u32, REC_WAITED_NS),
                           u32[REC_STAGE], u32[REC_TILE], u32[REC_KBLOCK])
+    drains = tuple(n for n in notes if n.site is not None and n.site.drain and n is not wait)
     return WaitTimeout(wait.site, wait.site_id, u32[REC_CTA], wait.tile, wait.kblock, wait.stage,
-                       wait.phase, u32[REC_TAG], round(wait.waited_ns / 1e6))
+                       wait.phase, u32[REC_TAG], round(wait.waited_ns / 1e6), drains)
 
 
 class WatchdogRecord:
@@ -384,60 +410,78 @@ SUSPEND_NS = 20_000
 # more SASS instructions per K-tile on the Hopper K-loops, python tools/probes/sm90_sass.py
 # --fast-path); the barrier's address as an address does not.
 _PROLOGUE = "{\n.reg .pred p, e;\n.reg .b32 c, m, x;\n.reg .b64 t, t0, lim, old;\nmov.u32 $0, 1;\n"
-_SLOW = (
-    # the wait's start on the clock (which wait of a CTA started first names the hang),
-    # read once, with no other work before the first sleep
-    "mov.u64 t0, %globaltimer;\n"
-    "WD_SLOW:\n"
-    # first the probe that sleeps until the barrier completes (or SUSPEND_NS pass): a wait
-    # that completes then continues as soon as the DSL's own would
-    "PROBE"
-    # then the abort flag: a CTA that gave up pays nothing more
-    "ld.volatile.shared.u32 c, [$1];\n"
-    "setp.ne.u32 p, c, 0;\n"
-    "@p bra.uni WD_ABORTED;\n"
-    # past the block's timeout it gives up
-    "mov.u64 t, %globaltimer;\n"
-    "ld.shared.u64 lim, [$1+8];\n"
-    "add.u64 lim, lim, t0;\n"
-    "setp.ge.u64 p, t, lim;\n"
-    "@p bra.uni WD_TIMEOUT;\n"
-    "bra.uni WD_SLOW;\n"
-    "WD_TIMEOUT:\n"
-    # the whole CTA gives up: every other wait at its next check (the clock first: a wait
-    # that started later was not waiting when the CTA gave up)
-    f"st.volatile.shared.u64 [$1+{BLK_ABORT_NS}], t;\n"
-    "st.volatile.shared.u32 [$1], 1;\n"
-    "WD_ABORTED:\n"
-    # a wait that was waiting notes itself in its site's note, the first there only (one
-    # that came after the CTA gave up notes a later start, and loses to the hang)
-    "atom.shared.cas.b64 old, [$1+NOTE], 0, t0;\n"
-    "setp.eq.u64 e, old, 0;\n"
-    "mov.u64 t, %globaltimer;\n"
-    "sub.u64 t, t, t0;\n"
-    "STAGE"
-    "shl.b32 x, $2, 8;\n"
-    "or.b32 x, x, SITE;\n"
-    f"@e st.volatile.shared.v4.u32 [$1+NOTE+{NOTE_WHAT}], {{x, c, $3, $4}};\n"
-    f"@e st.volatile.shared.u64 [$1+NOTE+{NOTE_WAITED}], t;\n"
-    "WD_GIVEUP:\n"
-    "mov.u32 $0, 0;\n"
-    "WD_END:\n"
-)
 
 
-def _wait_ptx(first: str, retry: str, site: int, stage: str, after: str = "") -> str:
+def _slow_path(retry: str, site: int, stage: str, drain: bool, peer: bool) -> str:
+    """The retries of a wait whose first probe failed, up to its give-up (WD_GIVEUP), for
+    `site`. A drain ignores the abort flag (what it waits for was issued and completes on
+    its own) and waits DRAIN_FACTOR x the deadline; `peer`: a give-up also sets the CTA
+    pair's other abort flag."""
+    note = note_offset(site)
+    # the abort flag: a CTA that gave up pays nothing more (not in a drain)
+    check_abort = "" if drain else "ld.volatile.shared.u32 c, [$1];\nsetp.ne.u32 p, c, 0;\n@p bra.uni WD_ABORTED;\n"
+    limit = "ld.shared.u64 lim, [$1+8];\n" + (f"mul.lo.u64 lim, lim, {DRAIN_FACTOR};\n" if drain else "")
+    tell_peer = ""
+    if peer:  # the pair's other CTA gives up too: it must stop issuing into this one
+        tell_peer = (f"ld.shared.u32 x, [$1+{BLK_PEER}];\nsetp.ne.u32 e, x, 0;\n"
+                     "@e st.volatile.shared::cluster.u32 [x], 1;\n")
+    return (
+        # the wait's start on the clock (which wait of a CTA started first names the hang),
+        # read once, with no other work before the first sleep
+        "mov.u64 t0, %globaltimer;\n"
+        "WD_SLOW:\n"
+        # first the probe that sleeps until the barrier completes (or SUSPEND_NS pass): a
+        # wait that completes then continues as soon as the DSL's own would
+        + retry + check_abort +
+        # past the block's timeout it gives up
+        "mov.u64 t, %globaltimer;\n"
+        + limit +
+        "add.u64 lim, lim, t0;\n"
+        "setp.ge.u64 p, t, lim;\n"
+        "@p bra.uni WD_TIMEOUT;\n"
+        "bra.uni WD_SLOW;\n"
+        "WD_TIMEOUT:\n"
+        # the whole CTA gives up: every other wait at its next check (the clock first: a
+        # wait that started later was not waiting when the CTA gave up)
+        f"st.volatile.shared.u64 [$1+{BLK_ABORT_NS}], t;\n"
+        "st.volatile.shared.u32 [$1], 1;\n"
+        + tell_peer +
+        # the launch's first give-up owns the record (its CTA's last warp writes it, once)
+        f"ld.shared.u64 lim, [$1+{BLK_CLAIM}];\n"
+        "atom.global.cas.b32 c, [lim], 0, 1;\n"
+        "setp.eq.u32 e, c, 0;\n"
+        f"@e st.volatile.shared.u32 [$1+{BLK_OWNER}], 1;\n"
+        "WD_ABORTED:\n"
+        # a wait that was waiting notes itself in its site's note, the first there only (one
+        # that came after the CTA gave up notes a later start, and loses to the hang)
+        f"atom.shared.cas.b64 old, [$1+{note}], 0, t0;\n"
+        "setp.eq.u64 e, old, 0;\n"
+        "mov.u64 t, %globaltimer;\n"
+        "sub.u64 t, t, t0;\n"
+        + stage +
+        "shl.b32 x, $2, 8;\n"
+        f"or.b32 x, x, {site};\n"
+        f"@e st.volatile.shared.v4.u32 [$1+{note + NOTE_WHAT}], {{x, c, $3, $4}};\n"
+        f"@e st.volatile.shared.u64 [$1+{note + NOTE_WAITED}], t;\n"
+        "WD_GIVEUP:\n"
+        "mov.u32 $0, 0;\n"
+        "WD_END:\n"
+    )
+
+
+def _wait_ptx(first: str, retry: str, site: int, stage: str, after: str = "", drain: bool = False,
+              peer: bool = False) -> str:
     """`first`: the fast path's probe, which branches to WD_END when the wait is over (and
-    falls through to WD_SLOW); `retry`: the probe of a retry, which branches to WD_END too;
-    `stage`: what puts the noted stage in c; `after`: what a completed wait does last (it
-    may clear $0)."""
-    slow = _SLOW.replace("PROBE", retry).replace("SITE", str(site)).replace("STAGE", stage)
-    return _PROLOGUE + first + slow.replace("NOTE", str(note_offset(site))) + after + "}"
+    falls through to the retries); `retry`: the probe of a retry, which branches to WD_END
+    too; `stage`: what puts the noted stage in c; `after`: what a completed wait does last
+    (it may clear $0)."""
+    return _PROLOGUE + first + _slow_path(retry, site, stage, drain, peer) + after + "}"
 
 
 @dsl_user_op
 def bounded_mbarrier_wait(mbar: Int32, phase: Int32, block: Int32, site: int, tile: Int32, kblock: Int32,
-                          stage_offset: int | None, check_abort: bool = False, *, loc=None, ip=None) -> Int32:
+                          stage_offset: int | None, check_abort: bool = False, drain: bool = False,
+                          peer: bool = False, *, loc=None, ip=None) -> Int32:
     """Waits for phase `phase` of the mbarrier at shared address `mbar` to complete, or gives
     up (WaitGuard). Returns 1 when it completed, 0 when this thread gave up (its own deadline,
     or its CTA's abort flag; check_abort: also when the flag is set after the phase
@@ -447,14 +491,17 @@ def bounded_mbarrier_wait(mbar: Int32, phase: Int32, block: Int32, site: int, ti
     barrier addressed from a uniform register. A retry sleeps in mbarrier.try_wait at most
     SUSPEND_NS (a completion wakes it at once). The note's stage is the word stage_offset
     bytes past the barrier (WaitGuard.start writes it; None: 0), read with the barrier's
-    address as an address: as data it would leave the uniform registers (see above)."""
+    address as an address: as data it would leave the uniform registers (see above).
+    drain: a wait for work already issued (not cut short by the abort flag; its bound is
+    DRAIN_FACTOR deadlines); peer: a give-up also sets the CTA pair's other abort flag."""
+    assert not (drain and check_abort), "a drain is not cut short by the abort flag"
     first = "mbarrier.try_wait.parity.shared::cta.b64 p, [$5], $2;\n@p bra.uni WD_END;\nmov.u32 m, $5;\n"
     retry = f"mbarrier.try_wait.parity.shared::cta.b64 p, [m], $2, {SUSPEND_NS};\n@p bra.uni WD_END;\n"
     after = ""
     if check_abort:  # a completed wait also gives up where the CTA did (WD_END is reached by both)
         after = "ld.volatile.shared.u32 c, [$1];\nsetp.ne.u32 p, c, 0;\n@p mov.u32 $0, 0;\n"
     stage = "mov.u32 c, 0;\n" if stage_offset is None else f"ld.shared.u32 c, [m+{stage_offset}];\n"
-    asm = _wait_ptx(first, retry, site, stage, after)
+    asm = _wait_ptx(first, retry, site, stage, after, drain, peer)
     args = [_v(Int32(x), loc, ip) for x in (block, phase, tile, kblock, mbar)]
     return _asm_value(Int32, args, asm, "=r,r,r,r,r,r,~{memory}", loc, ip)
 
@@ -483,10 +530,19 @@ def store_shared_u32(addr: Int32, value: Int32, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def load_shared_u32(addr: Int32, *, loc=None, ip=None) -> Int32:
-    """A volatile 32-bit shared-memory load (a word other threads write)."""
-    return _asm_value(Int32, [_v(Int32(addr), loc, ip)], "ld.volatile.shared.u32 $0, [$1];", "=r,r,~{memory}",
+def load_abort_flag(block: Int32, *, loc=None, ip=None) -> Int32:
+    """The CTA's abort flag (a volatile load: other threads, and the pair's other CTA, set
+    it). This and the waits' own reads of it are the kernels' only `ld.volatile.shared.u32
+    R, [B]`: tools/ptx_flow.py reads that form as the flag."""
+    return _asm_value(Int32, [_v(Int32(block), loc, ip)], "ld.volatile.shared.u32 $0, [$1];", "=r,r,~{memory}",
                       loc, ip)
+
+
+@dsl_user_op
+def load_owner(block: Int32, *, loc=None, ip=None) -> Int32:
+    """Nonzero where this CTA's give-up claimed the launch's record (BLK_OWNER)."""
+    return _asm_value(Int32, [_v(Int32(block), loc, ip)], f"ld.volatile.shared.u32 $0, [$1+{BLK_OWNER}];",
+                      "=r,r,~{memory}", loc, ip)
 
 
 @dsl_user_op
@@ -519,13 +575,12 @@ def first_note(block: Int32, *, loc=None, ip=None) -> Int32:
 
 @dsl_user_op
 def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
-    """One thread copies the note at shared address `note` into the launch's record, where
-    it started before any note written there by another CTA (the first hang of the launch:
-    a CTA that waited on this one gives up too, later, but may leave first): under the
-    claim word's lock (its CAS; the holder writes a few words), the earliest start so far
-    next to it, the fields, the clock when the CTA gave up and a copy of every note (from
+    """One thread of the CTA that owns the launch's record (BLK_OWNER: its give-up was the
+    launch's first, which claimed the record) copies the note at shared address `note`
+    into it: the fields, the clock when the CTA gave up and a copy of every note (from
     which the host picks the hang's cause: hang_cause), a system-scope fence, then the flag
-    the host polls."""
+    the host polls. Only the owner writes, once, so the host reads the record whole once
+    it sees the flag."""
     copy_notes = "".join(
         f"ld.volatile.shared.v4.u32 {{sp, st, ti, kb}}, [$0+{BLK_NOTES + NOTE_BYTES * w + 16 * h}];\n"
         + "".join(f"st.volatile.global.u32 [rp+{4 * REC_NOTES + NOTE_BYTES * w + 16 * h + 4 * i}], {r};\n"
@@ -534,20 +589,7 @@ def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
     )
     _asm_effect(
         [_v(Int32(block), loc, ip), _v(Int32(note), loc, ip)],
-        "{\n.reg .pred p;\n.reg .b32 c, sp, st, ti, kb;\n.reg .b64 lp, rp, t, t0, best;\n"
-        f"ld.shared.u64 lp, [$0+{BLK_CLAIM}];\n"
-        f"ld.volatile.shared.u64 t0, [$1+{NOTE_START}];\n"
-        "WD_LOCK:\n"
-        "atom.global.cas.b32 c, [lp], 0, 1;\n"
-        "setp.ne.u32 p, c, 0;\n"
-        "@p nanosleep.u32 100;\n"
-        "@p bra WD_LOCK;\n"
-        "fence.acq_rel.gpu;\n"
-        f"ld.volatile.global.u64 best, [lp+{CLAIM_BEST}];\n"
-        "setp.ne.u64 p, best, 0;\n"
-        "setp.ge.and.u64 p, t0, best, p;\n"
-        "@p bra WD_UNLOCK;\n"
-        f"st.volatile.global.u64 [lp+{CLAIM_BEST}], t0;\n"
+        "{\n.reg .b32 c, sp, st, ti, kb;\n.reg .b64 rp, t;\n"
         f"ld.shared.u64 rp, [$0+{BLK_RECORD}];\n"
         f"ld.volatile.shared.v4.u32 {{sp, st, ti, kb}}, [$1+{NOTE_WHAT}];\n"
         f"and.b32 c, sp, 255;\nst.volatile.global.u32 [rp+{4 * REC_SITE}], c;\n"
@@ -562,43 +604,55 @@ def write_record(block: Int32, note: Int32, *, loc=None, ip=None) -> None:
         + copy_notes +
         "fence.sc.sys;\n"
         f"st.volatile.global.u32 [rp+{4 * REC_FLAG}], 1;\n"
-        "WD_UNLOCK:\n"
-        "fence.acq_rel.gpu;\n"
-        "st.volatile.global.u32 [lp], 0;\n"
         "}",
         "r,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
-def store_block(block: Int32, tag: Int32, timeout: Int64, claim: Int64, record: Int64, *,
+def store_block(block: Int32, tag: Int32, timeout: Int64, claim: Int64, record: Int64, peer: Int32, *,
                 loc=None, ip=None) -> None:
-    """One thread writes the CTA's block: the abort flag, the exit count and every note
-    clear, the launch's tag, the timeout, the claim word's and the record's addresses."""
+    """One thread writes the CTA's block: the abort flag, the exit count, the owner word and
+    every note clear, the launch's tag, the timeout, the claim word's and the record's
+    addresses, and the pair's other block (0: none)."""
     clear = "".join(f"st.shared.u64 [$0+{BLK_NOTES + NOTE_BYTES * w + NOTE_START}], z;\n"
                     for w in range(NOTE_SLOTS))
     _asm_effect(
         [_v(Int32(block), loc, ip), _v(Int32(tag), loc, ip), _v(Int64(timeout), loc, ip),
-         _v(Int64(claim), loc, ip), _v(Int64(record), loc, ip)],
+         _v(Int64(claim), loc, ip), _v(Int64(record), loc, ip), _v(Int32(peer), loc, ip)],
         "{\n.reg .b64 z;\nmov.u64 z, 0;\n"
         f"st.shared.u64 [$0+{BLK_ABORT}], z;\nst.shared.u64 [$0+{BLK_EXITS}], z;\n"
         f"st.shared.u64 [$0+{BLK_ABORT_NS}], z;\n" + clear + "}\n"
         f"st.shared.u32 [$0+{BLK_TAG}], $1;\nst.shared.u64 [$0+{BLK_TIMEOUT}], $2;\n"
-        f"st.shared.u64 [$0+{BLK_CLAIM}], $3;\nst.shared.u64 [$0+{BLK_RECORD}], $4;",
-        "r,r,l,l,l,~{memory}", loc, ip,
+        f"st.shared.u64 [$0+{BLK_CLAIM}], $3;\nst.shared.u64 [$0+{BLK_RECORD}], $4;\n"
+        f"st.shared.u32 [$0+{BLK_PEER}], $5;\nst.shared.u32 [$0+{BLK_OWNER}], 0;",
+        "r,r,l,l,l,r,~{memory}", loc, ip,
     )
 
 
 @dsl_user_op
-def barrier_any(barrier_id: int, threads: int, value: Int32, *, loc=None, ip=None) -> Int32:
-    """Named barrier `barrier_id` of `threads` threads that also returns, to all of them, 1
-    where any of them passed a nonzero `value` (bar.red.or): a decision they all take alike."""
+def map_shared_to_rank(addr: Int32, rank: Int32, *, loc=None, ip=None) -> Int32:
+    """The shared::cluster address of shared address `addr` in the cluster's CTA `rank`."""
+    return _asm_value(Int32, [_v(Int32(addr), loc, ip), _v(Int32(rank), loc, ip)],
+                      "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", loc, ip)
+
+
+@dsl_user_op
+def barrier_any(barrier_id, threads: int, value: Int32, *, loc=None, ip=None) -> Int32:
+    """Named barrier `barrier_id` (static, or a warp-uniform Int32) of `threads` threads
+    that also returns, to all of them, 1 where any of them passed a nonzero `value`
+    (bar.red.or): a decision they all take alike."""
+    args = [_v(Int32(value), loc, ip)]
+    bar = str(barrier_id)
+    if not isinstance(barrier_id, int):
+        args.append(_v(Int32(barrier_id), loc, ip))
+        bar = "$2"
     return _asm_value(
-        Int32, [_v(Int32(value), loc, ip)],
+        Int32, args,
         "{\n.reg .pred p, q;\nsetp.ne.u32 q, $1, 0;\n"
-        f"bar.red.or.pred p, {barrier_id}, {threads}, q;\n"
+        f"bar.red.or.pred p, {bar}, {threads}, q;\n"
         "selp.u32 $0, 1, 0, p;\n}",
-        "=r,r,~{memory}", loc, ip,
+        "=r,r" + (",r" if len(args) == 2 else "") + ",~{memory}", loc, ip,
     )
 
 
@@ -622,19 +676,21 @@ class WaitGuard:
     storage is 4 x stages barriers long), from which a wait notes its stage. Without the
     watchdog its waits are the DSL's unbounded ones and nothing is written.
 
-    How a hang ends: a wait that has waited `timeout` (its own clock, started at its first
-    retry) sets the CTA's abort flag; every wait of the CTA then gives up at its next check
-    (a retry comes at least every SUSPEND_NS), noting itself in its site's note if it was
-    waiting; the roles finish or leave their loops (the kernels say which) and issue no more
-    loads; the last warp of the CTA to leave copies the note of the wait that started first
-    (the first to hang: the others waited on it) into the launch's record, where the CTA is
-    the launch's first to do so."""
+    How a hang ends (the abort protocol, design.md section 9): a wait that has waited
+    `timeout` (its own clock, started at its first retry) sets the CTA's abort flag (and,
+    with `peer`, the CTA pair's other one) and claims the launch's record if no CTA has;
+    every wait of the CTA then gives up at its next check (a retry comes at least every
+    SUSPEND_NS), noting itself in its site's note if it was waiting, except the drains,
+    which wait on for what was already issued; each role stops issuing work (the kernels
+    say how); the last warp of the record's owner to leave copies the note of the wait that
+    started first (the others waited on it) into the record."""
 
-    def __init__(self, settings: WatchSettings, block, warps: int, barrier_arrays=()):
+    def __init__(self, settings: WatchSettings, block, warps: int, barrier_arrays=(), peer: bool = False):
         self.settings = settings
         self.block = block
         self.warps = warps
         self.barrier_arrays = barrier_arrays
+        self.peer = peer
 
     @property
     def enabled(self) -> bool:
@@ -644,14 +700,18 @@ class WaitGuard:
         return self.settings.injects(name)
 
     @cute.jit
-    def start(self, is_writer, args):
+    def start(self, is_writer, args, peer_rank=None):
         """The block and the stage tables, by the one thread where is_writer; a CTA-wide
         barrier must follow before any wait. args: the launch's (record, claim, tag,
-        timeout_ns) arguments."""
+        timeout_ns) arguments; peer_rank (with `peer`): the pair's other CTA's rank in the
+        cluster, whose block is this one's address mapped there."""
         if cutlass.const_expr(self.enabled):
             record, claim, tag, timeout = args
+            peer = Int32(0)
+            if cutlass.const_expr(self.peer):
+                peer = map_shared_to_rank(self.block, peer_rank)
             if is_writer:
-                store_block(self.block, tag, timeout, claim.toint(), record.toint())
+                store_block(self.block, tag, timeout, claim.toint(), record.toint(), peer)
                 for i in cutlass.range_constexpr(len(self.barrier_arrays)):
                     _, base, count = self.barrier_arrays[i]
                     for j in cutlass.range_constexpr(2 * count):
@@ -660,7 +720,33 @@ class WaitGuard:
     def wait(self, barrier_ptr, phase, site: str, tile, kblock, *, check_abort=False):
         """Bounded wait on an mbarrier (a cute.Pointer into shared memory): 1 when its phase
         completed, 0 when this thread gave up (bounded_mbarrier_wait; the same for every lane
-        of a warp). tile, k-block: where the role is, for the note."""
+        of a warp), which the caller decides on: after a 0 its role issues no new work.
+        tile, k-block: where the role is, for the note."""
+        assert not SITE_BY_NAME[site].drain, f"{site} is a drain (WaitGuard.drain)"
+        return self._wait(barrier_ptr, phase, site, tile, kblock, check_abort, False)
+
+    def wait_run_out(self, barrier_ptr, phase, site: str, tile, kblock):
+        """A wait of a role that runs its loops out whether or not it completes (the Hopper
+        consumers: their named barriers need every consumer thread, and a wgmma every warp
+        of its warpgroup, while a wait's result is the warp's own). It returns nothing: a
+        wait that gives up always leaves the CTA's abort flag set (it set it, or gave up on
+        seeing it), and that flag is what the role's stores are decided on, once per tile
+        and alike for the threads of a barrier (design.md section 9, the abort protocol).
+        Keeping no result costs the K-loop nothing: the tile_n 256 split-K loop carrying one
+        took 577 SASS instructions against 504 (tests/test_sm90_compile.py's budget test)."""
+        self._wait(barrier_ptr, phase, site, tile, kblock, False, False)
+
+    def drain(self, barrier_ptr, phase, site: str, tile, kblock):
+        """A drain: waits for work this CTA already issued (its loads landing, its MMAs'
+        commit, the pair's exit), not cut short by the abort flag, up to DRAIN_FACTOR
+        deadlines. It returns nothing: what follows is the same whether the barrier completed
+        or the bound expired (what it waits for completes within microseconds of its issue,
+        so an expired drain means a barrier short of arrivals or bytes that nothing in
+        flight brings), and an expired drain notes itself, so the record says so."""
+        assert SITE_BY_NAME[site].drain, f"{site} is not a drain (WaitGuard.wait)"
+        self._wait(barrier_ptr, phase, site, tile, kblock, False, True)
+
+    def _wait(self, barrier_ptr, phase, site: str, tile, kblock, check_abort: bool, drain: bool):
         if not self.enabled:
             cute.arch.mbarrier_wait(barrier_ptr, phase)
             return Int32(1)
@@ -669,7 +755,7 @@ class WaitGuard:
             if site in names:
                 offset = stage_table_offset(count)
         return bounded_mbarrier_wait(barrier_ptr.toint(), phase, self.block, site_id(site), tile, kblock,
-                                     offset, check_abort)
+                                     offset, check_abort, drain, self.peer)
 
     def wait_flag(self, flag_addr, site: str, slot, tile, kblock):
         """Bounded wait for a split-K flag in global memory (watchdog builds only)."""
@@ -679,16 +765,17 @@ class WaitGuard:
         """Nonzero once the CTA gave up (0 always without the watchdog)."""
         if not self.enabled:
             return Int32(0)
-        return load_shared_u32(self.block)
+        return load_abort_flag(self.block)
 
     @cute.jit
     def leave(self, is_lane0):
         """A waiting warp's way out (every lane calls it): lane 0 counts the warp; the CTA's
-        last warp, where the CTA gave up, writes the record from the first hung wait's note."""
+        last warp, where the CTA owns the launch's record (its give-up was the launch's
+        first), writes the record from the first hung wait's note."""
         if cutlass.const_expr(self.enabled):
             if is_lane0:
                 if count_exit(self.block) == self.warps - 1:
-                    if load_shared_u32(self.block) != 0:
+                    if load_owner(self.block) != 0:
                         note = first_note(self.block)
                         if note != 0:
                             write_record(self.block, note)

@@ -163,7 +163,8 @@ def test_repeat_call_hits_every_cache(stub):
     data = stub.register(_data(1))
     out1 = dispatch.custom_kernel(data)
     out2 = dispatch.custom_kernel(data)
-    assert stub.compiles == 1 and stub.inits == 1 and stub.launches == 2
+    # two builds: the watchdog's for the config's first launch in the process, and the other
+    assert stub.compiles == 2 and stub.inits == 1 and stub.launches == 2
     assert stub.runner.calls.hits == 1
     assert all(x is y for x, y in zip(out1, out2))
     assert all(torch.equal(o, e) for o, e in zip(out2, _expected(data)))
@@ -245,7 +246,8 @@ def test_one_compile_serves_every_group_count(stub):
         stub.register(data)
         out = dispatch.custom_kernel(data)
         assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
-    assert stub.compiles == 1 and len(stub.runner.compiled) == 1
+    # the config's two builds (its first launch's, with the watchdog, and the other)
+    assert stub.compiles == 2 and len(stub.runner.compiled) == 2
     assert stub.inits == len(cases) and stub.launches == len(cases)
 
 
@@ -466,7 +468,7 @@ def test_changed_pointers_build_new_descriptors(stub):
     second = stub.register(_data(7))
     dispatch.custom_kernel(first)
     out = dispatch.custom_kernel(second)
-    assert stub.compiles == 1 and stub.inits == 2
+    assert stub.compiles == 2 and stub.inits == 2
     assert all(torch.equal(o, e) for o, e in zip(out, _expected(second)))
 
 
@@ -1393,6 +1395,40 @@ def test_a_later_hang_is_noticed_at_the_next_call_without_waiting_for_the_gpu(st
     assert ("cfg", 128, 128) in stub.runner.rejected
 
 
+def test_a_first_launch_is_guarded_and_waited_for_without_the_self_check(stub, monkeypatch):
+    """Self-check off (Hopper's default): a config's first launch in the process still runs
+    the watchdog's build; where it hangs, the call returns the exact result (the runner
+    waits for that one launch and reads the record), one warning names the wait, and the
+    config is retired. Later calls of a healthy config run the build without it."""
+    _hanging(stub, 1, "sm90.consumer.tokens", stage=0, tile=0, kblock=0, phase=0)
+    data = stub.register(_data(64))
+    first, second, messages = _twice_with_warnings(data)
+    assert stub.launches == 1 and stub.launched_builds == [2]
+    assert stub.builds[1] == watchdog.WatchSettings()
+    hung = [m for m in messages if "gave up" in m and "cannot take" not in m]
+    assert len(hung) == 1 and "waiting for token buffer 0 (full)" in hung[0], messages
+    assert ("cfg", 128, 128) in stub.runner.rejected
+    for got in (first, second):
+        assert all(torch.equal(o, e) for o, e in zip(got, _expected(data)))
+
+
+def test_only_a_configs_first_launch_is_guarded(stub, monkeypatch):
+    """One guarded launch per config and process: new sizes and new pointers of a config
+    that ran once take the build without the watchdog; NVFP4_GEMM_WATCHDOG_MS=0 guards none."""
+    for seed in (65, 66):
+        data = stub.register(_data(seed))
+        out = dispatch.custom_kernel(data)
+        assert all(torch.equal(o, e) for o, e in zip(out, _expected(data)))
+    other = stub.register(_data(67, m=(64,), n=(128,), k=(256,)))
+    dispatch.custom_kernel(other)
+    assert stub.launched_builds == [2, 1, 1]
+    assert stub.builds == [watchdog.WatchSettings(enabled=False), watchdog.WatchSettings()]
+    stub.runner = GroupedGemmRunner(stub.backend(), num_sms=132, watchdog_ms=0)
+    monkeypatch.setattr(dispatch, "get_runner", lambda device, path: stub.runner)
+    dispatch.custom_kernel(stub.register(_data(68)))
+    assert stub.builds[2:] == [watchdog.WatchSettings(enabled=False)] and stub.launched_builds[3:] == [3]
+
+
 def test_the_record_is_read_without_the_gpu_and_decoded(stub):
     """What the runner reads: the flag alone (no device access), then the words; an unknown
     site and the consumer's K-loop counter (k-block before the awaited one) decode too."""
@@ -1470,7 +1506,7 @@ def test_the_injected_fault_goes_into_the_config_it_names(monkeypatch):
     assert runner.watch_settings(named) == watchdog.WatchSettings(enabled=False)  # no watchdog: no fault
     assert runner.watch_settings(sm90_config.make_sm90_config(256), checked=True) == watchdog.WatchSettings()
     monkeypatch.setenv(watchdog.INJECT_ENV, "sm90.nowhere")
-    with pytest.raises(ValueError, match="no wait site 'sm90.nowhere'"):
+    with pytest.raises(ValueError, match="no injectable wait site 'sm90.nowhere'"):
         watchdog.requested_injection()
     with pytest.raises(ValueError, match="would hang"):
         watchdog.WatchSettings(enabled=False, inject="sm90.consumer.full")

@@ -53,8 +53,23 @@ HANGS = {
 }
 
 
-def test_every_wait_site_has_a_hang():
-    assert set(HANGS) == set(watchdog.SITE_BY_NAME)
+def test_every_injectable_wait_site_has_a_hang():
+    assert set(HANGS) == set(watchdog.INJECTABLE)
+    assert all(s.drain for s in watchdog.WAIT_SITES if s.name not in watchdog.INJECTABLE)
+
+
+def test_an_expired_drain_is_said_but_is_no_cause():
+    """sm90.consumer.full's fault leaves stage 0's full barrier 16 bytes short: the
+    consumers' wait is the cause, and the TMA warp's drain of that stage, which starts
+    after the CTA gave up and expires DRAIN_FACTOR deadlines later, is named after it."""
+    abort = 1_000 + 2_000_000_000
+    notes = [Note("sm90.consumer.full", 1_000, tile=0, kblock=-1),
+             Note("sm90.producer.empty", 1_200, tile=0, kblock=4),
+             Note("sm90.producer.drain", abort + 50, tile=0, kblock=0, waited_ns=4_000_000_000)]
+    got = _decode(notes, abort_ns=abort)
+    assert got.site.name == "sm90.consumer.full"
+    assert got.describe().endswith("; then the TMA warp's drain waited 4000 ms for the loads of stage 0 (full), "
+                                   "which did not complete either")
 
 
 def _decode(notes, **kw):

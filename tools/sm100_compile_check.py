@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from ptx_flow import ptx_cfg  # noqa: E402
+
 BLOCK_SCALE_MMA = re.compile(r"tcgen05\.mma\.cta_group::[12]\.kind::mxf4nvf4\.block_scale")
 TMA_STORE = re.compile(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared::cta")
 TMA_LOAD = re.compile(
@@ -93,58 +96,6 @@ def ptxas_resources(ptx: Path, arch: str) -> dict:
             sm = re.search(r"(\d+) bytes smem", line)
             out[current]["static_smem"] = int(sm.group(1)) if sm else 0
     return out
-
-
-def ptx_instructions(text: str) -> list[tuple[str, str]]:
-    """The first function's body as (label or '', statement) in order, labels made unique
-    per brace scope (an inline-asm block's labels are local to its braces: the watchdog's
-    waits all use the same names)."""
-    body = text[text.index("{", text.index(".entry")) + 1:]
-    out, scopes, counter = [], [0], 0
-    for raw in body.splitlines():
-        line = re.sub(r"//.*", "", raw).strip()
-        if not line:
-            continue
-        if line == "{":
-            counter += 1
-            scopes.append(counter)
-            continue
-        if line == "}":
-            scopes.pop()
-            if not scopes:
-                break
-            continue
-        m = re.match(r"^([$\w]+):$", line)
-        if m:
-            out.append((f"{scopes[-1]}:{m.group(1)}", ""))
-            continue
-        out.append(("", f"{'/'.join(map(str, scopes))} {line}"))
-    return out
-
-
-def ptx_cfg(text: str):
-    """(statements, successors) of the first function: a branch goes to the label of that
-    name in the innermost enclosing scope; ret, exit and trap end a path."""
-    items = ptx_instructions(text)
-    where = {label: i for i, (label, _) in enumerate(items) if label}
-    succ = []
-    for i, (label, stmt) in enumerate(items):
-        nxt = [i + 1] if i + 1 < len(items) else []
-        if label:
-            succ.append(nxt)
-            continue
-        chain, code = stmt.split(" ", 1)
-        m = re.match(r"^(@!?%?\w+\s+)?bra(\.uni)?\s+([$\w]+);", code)
-        if m:
-            scopes = chain.split("/")
-            target = next((where[f"{s}:{m.group(3)}"] for s in reversed(scopes) if f"{s}:{m.group(3)}" in where), None)
-            targets = [] if target is None else [target]
-            succ.append(targets + (nxt if m.group(1) else []))
-        elif re.match(r"^(@!?%?\w+\s+)?(ret|exit|trap)\b", code):
-            succ.append(nxt if code.startswith("@") else [])
-        else:
-            succ.append(nxt)
-    return items, succ
 
 
 def watchdog_ptx(text: str) -> dict:

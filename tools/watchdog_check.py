@@ -4,16 +4,19 @@
     python tools/watchdog_check.py sm90.consumer.full  # one site
     python tools/watchdog_check.py --ms 500            # the deadline (NVFP4_GEMM_WATCHDOG_MS)
     python tools/watchdog_check.py --sanitizer memcheck  # each site's process under compute-sanitizer
+    python tools/watchdog_check.py --self-check auto     # the self-check at its default (Hopper: off)
+    python tools/watchdog_check.py --many 20             # 20 hangs in one process, then every benchmark
 
 On a Hopper GPU the sites are the Hopper kernel's, on a Blackwell GPU the Blackwell
 kernel's (watchdog.WAIT_SITES). For each site a fresh process builds the config that case A
 chooses with that site's fault injected (NVFP4_GEMM_INJECT_HANG=SITE:CONFIG: a stage that
 expects 16 bytes more than its loads bring, or one arrive left out) and, with the
-self-check on:
+self-check on (--self-check 1, the default) or at its default setting (--self-check auto:
+then it is the guarded first launch of the config that meets the hang):
 
   1. compiles it (untimed), then times custom_kernel on case A: the call must return the
-     exact result within the deadline plus about a second, with one warning that names
-     the injected wait;
+     exact result within the deadline and the drains' (1 + DRAIN_FACTOR deadlines) plus
+     about a second, with one warning that names the injected wait;
   2. calls case A again: the config is retired, the call takes the fallback, or on
      Blackwell the next config that takes it (never the retired one);
   3. calls case B, whose config is another: its kernel still runs on the same device, with
@@ -23,6 +26,11 @@ With --sanitizer TOOL each site's process runs under compute-sanitizer (memcheck
 racecheck: the give-up paths, the notes and the record's writes of a launch that hung);
 a site then also needs a clean report, and the time bound of step 1 is off (the tool
 slows every launch).
+
+With --many N one process meets N hangs, the sites in turn, each in a fresh runner: every
+hung call must return the exact result with one warning and retire its config; then a
+runner without a fault runs every benchmark case of task.yml on the same device, and each
+result must agree with the reference (rtol = atol = 1e-3): the device is still usable.
 
 One JSON line per site on stdout, then a summary; exit status 0 when every site passed.
 A site whose process does not end within --timeout seconds failed (the watchdog did not
@@ -111,12 +119,69 @@ def run_site(site: str, ms: int, timed: bool = True) -> dict:
         "deadline_ms": ms, "elapsed_s": round(elapsed, 3), "exact": exact, "warning": hung[0] if hung else None,
         "warnings": messages, "named": named, "fallback": fallback, "fallback_warnings": messages_again,
         "other_ran": ran_b, "other_exact": exact_b, "other_elapsed_s": round(elapsed_b, 3),
-        "passed": bool(exact and named and (elapsed < ms / 1000 + 1.5 or not timed) and fallback and ran_b
-                       and exact_b),
+        "passed": bool(exact and named and (elapsed < (1 + watchdog.DRAIN_FACTOR) * ms / 1000 + 1.5 or not timed)
+                       and fallback and ran_b and exact_b),
     }
 
 
-def site_env(site: str, ms: int) -> dict:
+def run_many(count: int, ms: int) -> dict:
+    """In this process: `count` hangs, the injectable sites of this GPU's kernel in turn,
+    each in a fresh runner (a hang retires its config); then every benchmark case of
+    task.yml on a runner without a fault (module docstring)."""
+    import warnings
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    import reference
+    from eval import load_task_cases
+    from nvfp4_gemm import common, dispatch, watchdog
+    from nvfp4_gemm.inputs import validate_inputs
+    from nvfp4_gemm.kernel_runner import GroupedGemmRunner
+    from nvfp4_gemm.torch_paths import first_mismatch
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    path = dispatch.select_path(device)
+    kernel = {"sm90": "sm90", "sm100": "sm100"}[path]
+    backend = dispatch._BACKENDS[path]()
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    sites = [s.name for s in watchdog.WAIT_SITES if s.kernel == kernel and s.inject is not None]
+    data = case_data(kernel, "A", 11)
+    expected = reference.ref_kernel(([tuple(t.clone() for t in g) for g in data[0]], *data[1:]))
+    hangs = []
+    for i in range(count):
+        site = sites[i % len(sites)]
+        runner = GroupedGemmRunner(backend, sms, self_check=True, device_index=device.index, watchdog_ms=ms,
+                                   inject=(site, None))
+        problem = validate_inputs(data)
+        config, reason = runner.plan(problem)
+        common._warned.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            out = [c.clone() for c in runner.run(data, problem, config)]
+            torch.cuda.synchronize()
+            elapsed = time.perf_counter() - t0
+        hung = [str(w.message) for w in caught if " gave up after " in str(w.message)]
+        hangs.append({"site": site, "exact": all(torch.equal(o, e) for o, e in zip(out, expected)),
+                      "warned": len(hung) == 1, "retired": config in runner.rejected, "elapsed_s": round(elapsed, 3)})
+    healthy = GroupedGemmRunner(backend, sms, self_check=True, device_index=device.index)
+    cases = []
+    for test in load_task_cases("benchmark"):
+        case = reference.generate_input(**test.args)
+        want = reference.ref_kernel(([tuple(t.clone() for t in g) for g in case[0]], *case[1:]))
+        problem = validate_inputs(case)
+        config, reason = healthy.plan(problem)
+        got = healthy.run(case, problem, config) if config is not None else None
+        torch.cuda.synchronize()
+        wrong = "no config" if got is None else first_mismatch(got, want)
+        cases.append({"case": test.args, "config": None if config is None else backend.config_name(config),
+                      "ok": wrong is None and config not in healthy.rejected, "why": wrong})
+    passed = all(h["exact"] and h["warned"] and h["retired"] for h in hangs) and all(c["ok"] for c in cases)
+    return {"hangs": hangs, "benchmarks": cases, "passed": passed}
+
+
+def site_env(site: str, ms: int, self_check: str = "1") -> dict:
     """The environment of a site's process: the fault in case A's config only."""
     sys.path.insert(0, str(ROOT))
     import torch
@@ -133,7 +198,7 @@ def site_env(site: str, ms: int) -> dict:
     config, reason = GroupedGemmRunner(backend, sms, device_index=0).plan(validate_inputs(case_data(kernel, "A", 11)))
     assert config is not None, reason
     return dict(os.environ, NVFP4_GEMM_INJECT_HANG=f"{site}:{backend.config_name(config)}",
-                NVFP4_GEMM_WATCHDOG_MS=str(ms), NVFP4_GEMM_SELF_CHECK="1", PYTHONUNBUFFERED="1")
+                NVFP4_GEMM_WATCHDOG_MS=str(ms), NVFP4_GEMM_SELF_CHECK=self_check, PYTHONUNBUFFERED="1")
 
 
 def sanitized(cmd: list[str], tool: str) -> list[str]:
@@ -150,8 +215,18 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240, help="seconds a site's process may take")
     ap.add_argument("--sanitizer", choices=("memcheck", "racecheck"),
                     help="run each site's process under compute-sanitizer with this tool")
+    ap.add_argument("--self-check", choices=("1", "auto"), default="1",
+                    help="NVFP4_GEMM_SELF_CHECK of the sites' processes (default 1; auto: the GPU's default)")
+    ap.add_argument("--many", type=int, metavar="N", help="N hangs in this process, then every benchmark case")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the per-site process
     args = ap.parse_args()
+    if args.many:
+        result = run_many(args.many, args.ms)
+        print(json.dumps(result))
+        print(f"watchdog_check: {sum(h['exact'] and h['warned'] and h['retired'] for h in result['hangs'])} of "
+              f"{len(result['hangs'])} hangs ended exactly; {sum(c['ok'] for c in result['benchmarks'])} of "
+              f"{len(result['benchmarks'])} benchmark cases right after them")
+        return 0 if result["passed"] else 1
     if args.one:
         print(json.dumps(run_site(args.one, args.ms, timed=args.sanitizer is None)))
         return 0
@@ -168,7 +243,7 @@ def main() -> int:
     if kernel is None:
         print(f"watchdog_check: no kernel of this project runs on an sm_{major}x GPU")
         return 2
-    sites = args.sites or [s.name for s in watchdog.WAIT_SITES if s.kernel == kernel]
+    sites = args.sites or [s.name for s in watchdog.WAIT_SITES if s.kernel == kernel and s.inject is not None]
     results = []
     for site in sites:
         t0 = time.perf_counter()
@@ -176,7 +251,7 @@ def main() -> int:
             cmd = [sys.executable, __file__, "--one", site, "--ms", str(args.ms)]
             if args.sanitizer:
                 cmd = sanitized(cmd, args.sanitizer)
-            proc = subprocess.run(cmd, env=site_env(site, args.ms), capture_output=True, text=True,
+            proc = subprocess.run(cmd, env=site_env(site, args.ms, args.self_check), capture_output=True, text=True,
                                   timeout=args.timeout, cwd=ROOT)
             lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
             result = json.loads(lines[-1]) if lines else {
