@@ -612,7 +612,8 @@ def test_trace_tool_instruments_this_submission():
         assert stamp in timeline, stamp
     assert "tr=None" not in out  # the whole-tile trace leaves store_tile alone
     # the producer's stamp times its first acquire: it comes right before it
-    assert "trace_cta(flags_ptr, self.wgs * 4, 1)\n                issue = self.acquire_stage(" in timeline
+    assert ("trace_cta(flags_ptr, self.wgs * 4, 1)\n                if cutlass.const_expr(not guard.enabled):\n"
+            "                    self.acquire_stage(") in timeline
 
 
 def test_trace_timeline_table_places_the_points():

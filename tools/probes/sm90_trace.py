@@ -143,7 +143,7 @@ def traced_source(src: str, timeline: bool = False) -> str:
         sm90 = _insert_after(sm90, r"^            tensormap_acquire\(desc_a\)$",
                              "if lane == 0 and u == span[0] and n + rest_k >= 0:\n"
                              "                trace_cta(flags_ptr, self.wgs * 4, 5)", before=True)
-        sm90 = _insert_after(sm90, r"^\s+issue = self\.acquire_stage\(guard, ab_pipeline, state, is_leader",
+        sm90 = _insert_after(sm90, r"^                if cutlass\.const_expr\(not guard\.enabled\):$",
                              "if state.count == 0 and lane == 0:\n                    trace_cta(flags_ptr, self.wgs * 4, 1)",
                              before=True)
         sm90 = _insert_after(sm90, r"^                ab_pipeline\.producer_commit\(state\)$",
@@ -179,18 +179,21 @@ def traced_source(src: str, timeline: bool = False) -> str:
     head = _replace(head, "        return ahead, tok_w, tok_r\n",
                     "        trace_ev(tr, tok_r.count - 1, 22)\n        return ahead, tok_w, tok_r\n")
     if timeline:
-        head = _replace(head, "                   tok_w, last, fixup=None):\n", "                   tok_w, last, fixup=None, tr=None):\n")
-        head = _replace(head, "rows,\n                                tok_w, last, (split, mUnits[7, u], guard, u))",
-                        "rows,\n                                tok_w, last, (split, mUnits[7, u], guard, u), tr)")
-        for _ in range(2):  # the whole-tile call with and without K-range
-            head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w, last)\n", "mPtrs, g, m, row_a, tn, rows, tok_w, last, None, tr)\n")
+        head = _replace(head, "                   tok_w, last, guard, fixup=None):\n",
+                        "                   tok_w, last, guard, fixup=None, tr=None):\n")
+        head = _replace(head, "tok_w, last, guard, (split, mUnits[7, u], u))", "tok_w, last, guard, (split, mUnits[7, u], u), tr)")
+        # the whole-tile calls with and without K-range
+        head = _replace(head, "rows, tok_w, last,\n                                guard)\n",
+                        "rows, tok_w, last,\n                                guard, None, tr)\n")
+        head = _replace(head, "mPtrs, g, m, row_a, tn, rows, tok_w, last, guard)\n",
+                        "mPtrs, g, m, row_a, tn, rows, tok_w, last, guard, None, tr)\n")
         head = _insert_after(head, r"^        bulk_wait_read\(lead\)$", "trace_ev(tr, tok_w.count - 1, 25)")
-        head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=SM90_CONSUMERS_BARRIER, number_of_threads=self\.cfg\.consumer_threads\)$",
-                             "trace_ev(tr, tok_w.count - 1, 26)")
-        head = _insert_after(head, r"^            cute\.arch\.barrier\(barrier_id=1 \+ tidx // 128, number_of_threads=128\)$",
-                             "trace_ev(tr, tok_w.count - 1, 26)")
-        head = _replace(head, "None if base is None else base + b * self.partial_block_bytes)\n",
-                        "None if base is None else base + b * self.partial_block_bytes)\n"
+        # past the barrier that frees the boxes (the watchdog's build votes in it)
+        head = _insert_after(head, r"^        self\.store_blocks\(acc, boxes, ", "trace_ev(tr, tok_w.count - 1, 26)", before=True)
+        head = _replace(head, "rows, last, base, live)\n", "rows, last, base, live, tr, tok_w)\n")
+        head = _replace(head, "rows: int, last, base, live):\n", "rows: int, last, base, live, tr=None, tok_w=None):\n")
+        head = _replace(head, "None if base is None else base + b * self.partial_block_bytes, live)\n",
+                        "None if base is None else base + b * self.partial_block_bytes, live)\n"
                         "            trace_ev(tr, tok_w.count - 1, 27 + b)\n")
         head = _insert_after(head, r"^            bulk_wait_read\(lead, pending=1\)$", "trace_ev(tr, tok_w.count - 1, 29)")
     tail = _replace(tail, "flags = KernelArg(cutlass.Int32, 0, True) if scratch is None else gmem_arg(scratch.flags, cutlass.Int32)",
