@@ -39,8 +39,11 @@ human mode has none. A case past it fails and its worker process is replaced.
 
 Exit status (both modes): 0 every case passed; 112 a case failed; 113 the spec file cannot
 be read or a line of it does not parse (`garbage`), as the leaderboard's eval does (it stops
-before running anything; this one also writes `check: fail` to the descriptor); 2 a wrong
-command line; 130 interrupted (Ctrl-C: the worker is ended, what finished is printed, and
+before running anything; this one also writes `check: fail` to the descriptor), a spec file
+with no case, a key given twice or a seed outside 0..2^32-1; 2 a wrong command line or
+environment variable (EVAL_TIMEOUT_S, POPCORN_FD, POPCORN_SEED), or a --report or --json
+path that cannot be written, said in one line before any case runs (an open POPCORN_FD
+gets `check: fail`); 130 interrupted (Ctrl-C: the worker is ended, what finished is printed, and
 in protocol mode the interrupted case fails with `interrupted` before `check: fail`).
 
 The roofline of a case is the larger of its FLOPs / peak and its bytes / bandwidth, both
@@ -54,6 +57,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import errno
 import functools
 import importlib.util
 import json
@@ -64,6 +68,7 @@ import re
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -109,6 +114,9 @@ EXIT_FAIL = 112
 EXIT_BAD_SPEC_FILE = 113
 EXIT_USAGE = 2
 SPEC_FIELDS = ("m", "n", "k", "g", "seed")
+# Seeds that set_seed takes (numpy's legacy seeding): --seed, POPCORN_SEED and a spec's seed
+SEED_MAX = 2**32 - 1
+SEED_RANGE = f"an integer from 0 to {SEED_MAX}"
 
 
 def _init_worker():
@@ -169,8 +177,9 @@ _SPEC_PART = r"\s*([a-zA-Z_]+)\s*:\s*(\[[^\]]*\]|\([^)]*\)|[a-zA-Z_]+|[+-]?[0-9]
 def parse_spec(line: str) -> dict:
     """`m: [96, 128]; n: [128, 256]; k: [256, 512]; g: 2; seed: 1111` -> dict.
 
-    Raises ValueError on a part that is not `key: value`. A value that is neither an
-    integer nor a list of integers stays a string; spec_problem says what is wrong with it.
+    Raises ValueError on a part that is not `key: value`, a key given twice and an integer
+    seed outside 0..SEED_MAX. A value that is neither an integer nor a list of integers
+    stays a string; spec_problem says what is wrong with it.
     """
     case = {}
     for part in line.split(";"):
@@ -178,6 +187,8 @@ def parse_spec(line: str) -> dict:
         if not matched:
             raise ValueError(f"invalid test case: '{line}': '{part}' is not `key: value`")
         key, val = matched[1], matched[2]
+        if key in case:
+            raise ValueError(f"invalid test case: '{line}': key '{key}' is given twice")
         try:
             val = int(val)
         except ValueError:
@@ -187,6 +198,10 @@ def parse_spec(line: str) -> dict:
                     val = tuple(int(x.strip()) for x in inner.split(",")) if inner else ()
                 except ValueError:
                     pass
+        if key == "seed" and _is_int(val) and not 0 <= val <= SEED_MAX:
+            raise ValueError(
+                f"invalid test case: '{line}': field 'seed': expected {SEED_RANGE}, got {val}"
+            )
         case[key] = val
     return case
 
@@ -268,6 +283,8 @@ def read_spec_file(file_name: str, strict: bool = True) -> list[TestCase]:
             tests.append(TestCase(spec=line, args=parse_spec(line)))
         except ValueError as e:
             raise SpecFileError(f"{file_name}, line {number}: {e}") from None
+    if not tests:
+        raise SpecFileError(f"{file_name} holds no cases: a spec file has one case a line")
     return tests
 
 
@@ -619,7 +636,10 @@ def memory_problem(needed: int, where: str, free: int | None) -> str:
     `where`), or "" when it fits within MEMORY_HEADROOM of them or free is unknown."""
     if free is None or needed <= MEMORY_HEADROOM * free:
         return ""
-    return f"the case needs about {bytes_text(needed)}; {where} has {bytes_text(free)} free"
+    return (
+        f"the case needs about {bytes_text(needed)}; {where} has {bytes_text(free)} free, "
+        f"of which a case may use {MEMORY_HEADROOM:.0%} ({bytes_text(MEMORY_HEADROOM * free)})"
+    )
 
 
 def _cgroup_free_bytes() -> int | None:
@@ -1051,13 +1071,39 @@ class CaseRunner:
         self.close()
 
 
+class InputError(Exception):
+    """An argument or environment variable that eval.py does not take (exit status 2): the
+    message names it and what is allowed."""
+
+
 def case_timeout_s(mode: str, protocol: bool) -> float | None:
     """EVAL_TIMEOUT_S (0: none); unset, the leaderboard's limit for the mode in protocol
-    mode (none for profile, whose limit is not known here) and none in human mode."""
+    mode (none for profile, whose limit is not known here) and none in human mode.
+    InputError when it is not a finite number of seconds >= 0."""
     value = os.getenv("EVAL_TIMEOUT_S")
     if value:
-        return float(value) or None
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise InputError(
+                f"EVAL_TIMEOUT_S={value!r}: expected a number of seconds >= 0 (0: no limit)"
+            )
+        return seconds or None
     return MODE_TIME_LIMIT_S.get(mode) if protocol else None
+
+
+def seed_value(text: str, name: str) -> int:
+    """A seed given as text (--seed, POPCORN_SEED): InputError naming `name` unless it is
+    an integer in 0..SEED_MAX, which set_seed takes."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = None
+    if seed is None or not 0 <= seed <= SEED_MAX:
+        raise InputError(f"{name}={text!r}: expected {SEED_RANGE}")
+    return seed
 
 
 def fits_in_memory(runner: CaseRunner, test: TestCase, worker) -> CaseError | None:
@@ -1267,6 +1313,18 @@ PROTOCOL_USAGE = (
 )
 
 
+def popcorn_fd(text: str) -> int:
+    """POPCORN_FD's descriptor: InputError unless it is the number of an open one."""
+    try:
+        fd = int(text)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        raise InputError(
+            f"POPCORN_FD={text!r}: expected the number of an open file descriptor"
+        ) from None
+    return fd
+
+
 def protocol_main(fd: str, argv: list[str]) -> int:
     show_traceback = "--traceback" in argv
     positional = [arg for arg in argv if arg != "--traceback"]
@@ -1276,9 +1334,20 @@ def protocol_main(fd: str, argv: list[str]) -> int:
     mode, spec_file = positional[:2]
     seed = os.getenv("POPCORN_SEED")
     os.unsetenv("POPCORN_SEED")
-    seed = int(seed) if seed else None
-    set_seed(seed or 42)
-    with PopcornOutput(int(fd)) as logger:
+    try:
+        fd = popcorn_fd(fd)
+    except InputError as e:  # no descriptor to write `check: fail` to
+        print(f"eval.py: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    with PopcornOutput(fd) as logger:
+        try:
+            seed = seed_value(seed, "POPCORN_SEED") if seed else None
+            timeout_s = case_timeout_s(mode, protocol=True)
+        except InputError as e:
+            print(f"eval.py: error: {e}", file=sys.stderr)
+            logger.finish(False)
+            return EXIT_USAGE
+        set_seed(seed or 42)
         try:
             tests = _apply_secret_seed(read_spec_file(spec_file), seed)
         except SpecFileError as e:
@@ -1286,7 +1355,7 @@ def protocol_main(fd: str, argv: list[str]) -> int:
             logger.finish(False)
             return EXIT_BAD_SPEC_FILE
         try:
-            with CaseRunner(case_timeout_s(mode, protocol=True), show_traceback) as runner:
+            with CaseRunner(timeout_s, show_traceback) as runner:
                 return PROTOCOL_RUNNERS[mode](logger, runner, tests)
         except KeyboardInterrupt:  # Ctrl-C: the case it stopped gets its lines
             case = logger.open_case
@@ -1314,6 +1383,15 @@ def load_task_cases(kind: str, task_file: Path = HERE / "task.yml") -> list[Test
     return cases
 
 
+def _is_file(name: str) -> bool:
+    """Whether name is a file; False for a name the system cannot take as a path (a spec
+    line of 17+ groups is longer than a file name may be: ENAMETOOLONG)."""
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # ValueError: a NUL byte
+        return False
+
+
 def human_cases(specs: list[str], mode: str) -> list[TestCase]:
     """The cases of the command line's spec files and spec lines, in order; task.yml's
     tests or benchmarks when there are none. SpecFileError when one does not parse."""
@@ -1321,7 +1399,7 @@ def human_cases(specs: list[str], mode: str) -> list[TestCase]:
         return load_task_cases("tests" if mode == "test" else "benchmarks")
     tests = []
     for spec in specs:
-        if Path(spec).is_file():
+        if _is_file(spec):
             tests += read_spec_file(spec, strict=False)
         elif ":" not in spec:
             raise SpecFileError(
@@ -1574,7 +1652,8 @@ def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Ro
 
 
 def _add_baselines(runner: CaseRunner, test: TestCase, entry: dict, line: CaseLine) -> None:
-    if spec_problem(test.args):
+    """The baselines of a case that ran: beside a failed one they would compare nothing."""
+    if "error" in entry:
         return
     line.start("      baselines ...")
     t0 = time.perf_counter()
@@ -1886,10 +1965,12 @@ environment:
   POPCORN_FD=N      the leaderboard's protocol: `key: value` lines on descriptor N, one
                     spec file, its strict format (every line a case)
   POPCORN_SEED=S    with POPCORN_FD, the secret seed combined into each case's seed
+                    (0 to 4294967295, as --seed and a spec's seed)
   EVAL_TIMEOUT_S=T  time limit per case in seconds (0: none)
 
 exit status: 0 all passed, 112 a case failed, 113 a spec that does not parse or a spec
-file that cannot be read, 2 a wrong command line, 130 interrupted (Ctrl-C)"""
+file that cannot be read or holds no case, 2 a wrong command line, environment variable or
+output path, 130 interrupted (Ctrl-C)"""
 
 
 class _UsageError(Exception):
@@ -1905,6 +1986,49 @@ class _Parser(argparse.ArgumentParser):
 
 def _help_formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32, width=100)
+
+
+def _seed_arg(text: str) -> int:
+    try:
+        return seed_value(text, "--seed")
+    except InputError:
+        raise argparse.ArgumentTypeError(f"expected {SEED_RANGE}, got {text!r}") from None
+
+
+def _make_file_in(folder: Path) -> None:
+    """OSError unless a file can be made in folder (a permission bit, a read-only file
+    system or a path through a file: only trying tells them all apart, root included)."""
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """InputError when --report's directory cannot be made or written to, or --json's file
+    cannot be written: said before a run of minutes, not after it. Makes the directory."""
+    if args.report:
+        folder = Path(args.report)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            _make_file_in(folder)
+        except OSError as e:
+            raise InputError(
+                f"--report {args.report}: cannot make this directory or write in it "
+                f"({e.strerror or e})"
+            ) from None
+    if args.json:
+        path = Path(args.json)
+        try:
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "it is a directory")
+            if path.exists():
+                open(path, "a").close()
+            else:
+                _make_file_in(path.parent)
+        except OSError as e:
+            raise InputError(
+                f"--json {args.json}: cannot write this file ({e.strerror or e}); its "
+                "directory must exist and be writable"
+            ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -1938,7 +2062,7 @@ def _parser() -> argparse.ArgumentParser:
         "--json", metavar="FILE", help="(benchmark, leaderboard) write the results as JSON"
     )
     parser.add_argument(
-        "--seed", type=int, metavar="N", help="secret seed combined into each case's seed"
+        "--seed", type=_seed_arg, metavar="N", help="secret seed combined into each case's seed"
     )
     parser.add_argument(
         "--traceback", action="store_true", help="print the traceback of a case that raises"
@@ -1967,17 +2091,21 @@ def human_main(argv: list[str]) -> int:
         print(f"eval.py: error: {e} (see python eval.py --help)", file=sys.stderr)
         return EXIT_USAGE
     try:
+        timeout_s = case_timeout_s(args.mode, protocol=False)
         tests = human_cases(args.specs, args.mode)
+        if args.mode in ("benchmark", "leaderboard"):  # before a run of minutes
+            if args.report and importlib.util.find_spec("matplotlib") is None:
+                raise InputError(MATPLOTLIB_MISSING)
+            check_outputs(args)
     except SpecFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_SPEC_FILE
-    if args.report and args.mode in ("benchmark", "leaderboard"):
-        if importlib.util.find_spec("matplotlib") is None:  # before a run of minutes
-            print(f"error: {MATPLOTLIB_MISSING}", file=sys.stderr)
-            return EXIT_USAGE
+    except InputError as e:
+        print(f"eval.py: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     tests = _apply_secret_seed(tests, args.seed)
     set_seed(args.seed or 42)
-    with CaseRunner(case_timeout_s(args.mode, protocol=False), args.traceback) as runner:
+    with CaseRunner(timeout_s, args.traceback) as runner:
         if args.mode == "test":
             return human_tests(runner, tests)
         if args.mode == "profile":

@@ -161,7 +161,7 @@ def test_report_without_matplotlib_names_the_extra(monkeypatch, capsys, tmp_path
     assert harness.human_main(["benchmark", "--report", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.splitlines() == [f"error: {harness.MATPLOTLIB_MISSING}"]
+    assert captured.err.splitlines() == [f"eval.py: error: {harness.MATPLOTLIB_MISSING}"]
     assert 'pip install -e ".[report]"' in captured.err
     assert list(tmp_path.iterdir()) == []
 

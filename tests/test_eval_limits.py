@@ -56,8 +56,13 @@ def test_memory_problem_says_need_and_free():
     assert harness.memory_problem(19 * GIB, "the CPU", 20 * GIB) != ""
     assert (
         harness.memory_problem(int(5.4 * 1024 * GIB), "the CPU", int(21.3 * GIB))
-        == "the case needs about 5.4 TiB; the CPU has 21.3 GiB free"
+        == "the case needs about 5.4 TiB; the CPU has 21.3 GiB free, of which a case may "
+        "use 90% (19.2 GiB)"
     )
+    # the message states the headroom that the check applies
+    assert harness.MEMORY_HEADROOM == 0.9
+    assert harness.memory_problem(18 * GIB, "the CPU", 20 * GIB) == ""
+    assert "may use 90% (18 GiB)" in harness.memory_problem(18 * GIB + 1, "the CPU", 20 * GIB)
 
 
 def test_estimates_count_every_copy():
@@ -145,7 +150,8 @@ def test_fit_check_answers_within_a_second():
                 assert time.monotonic() - start < 1.0
                 assert isinstance(error, harness.CaseError)
                 assert error.message.startswith("the case needs about ")
-                assert error.message.endswith(" free") and "; the CPU has " in error.message
+                assert "; the CPU has " in error.message
+                assert " free, of which a case may use 90% (" in error.message
         small = harness.TestCase(harness.parse_spec(SMALL), SMALL)
         assert harness.fits_in_memory(runner, small, harness._run_single_benchmark) is None
 
@@ -180,7 +186,7 @@ def test_too_large_cases_fail_fast_in_human_mode():
         assert needed > 1024 * GIB  # over a TiB each
         (line,) = [x for x in lines if x.startswith(f"  [{i}/3] ")]
         assert f"FAIL: the case needs about {harness.bytes_text(needed)}; the CPU has " in line
-        assert line.endswith(" free")
+        assert " free, of which a case may use 90% (" in line
     assert "1 passed, 2 failed" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
     assert seconds < 60  # start-up and one small case; the large ones allocate nothing

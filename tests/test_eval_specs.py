@@ -129,7 +129,10 @@ def test_options_and_specs_in_any_order():
         ([], "eval.py: error: a mode is required: test, benchmark, leaderboard or profile"),
         (["bench"], "eval.py: error: unknown mode 'bench': choose test, benchmark,"),
         (["test", "--bogus"], "eval.py: error: unrecognized arguments: --bogus"),
-        (["test", "--seed", "x"], "eval.py: error: argument --seed: invalid int value: 'x'"),
+        (
+            ["test", "--seed", "x"],
+            "eval.py: error: argument --seed: expected an integer from 0 to 4294967295, got 'x'",
+        ),
     ],
 )
 def test_wrong_command_lines_get_one_line_and_2(argv, error, capsys):
