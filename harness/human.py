@@ -162,12 +162,26 @@ def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Ro
     return entry
 
 
-def _add_baselines(runner: CaseRunner, test: TestCase, entry: dict, line: CaseLine) -> None:
+# On a CPU each benchmark case, and its baselines, start in a fresh worker: the same code
+# ran 2x faster in a worker whose allocator kept the pages of an earlier case (the exact
+# path's temporaries then reuse them: 4 page faults against 15 million over one case of
+# G=2 M=[192,320] N=3072 K=4096, 165 ms a call against 330-360 ms), so the submission,
+# timed before its baselines, read twice the "torch exact path" column for the same code,
+# and a case's time hung on the cases run before it.
+def _fresh_worker_on_cpu(runner: CaseRunner, device: str | None) -> None:
+    if device is None:
+        runner.close()  # the next run starts a new worker
+
+
+def _add_baselines(
+    runner: CaseRunner, test: TestCase, entry: dict, line: CaseLine, device: str | None
+) -> None:
     """The baselines of a case that ran: beside a failed one they would compare nothing."""
     if "error" in entry:
         return
     line.start("      baselines ...")
     t0 = time.perf_counter()
+    _fresh_worker_on_cpu(runner, device)
     baselines = fits_in_memory(runner, test, _run_baselines) or runner.run(_run_baselines, test)
     if isinstance(baselines, CaseError):
         line.finish(f" failed: {baselines.message}")
@@ -192,6 +206,7 @@ def human_benchmarks(runner: CaseRunner, tests: list[TestCase], recheck: bool, a
         for i, test in enumerate(tests):
             line.start(f"  [{i + 1}/{len(tests)}] {_case_label(test)} ...")
             t0 = time.perf_counter()
+            _fresh_worker_on_cpu(runner, device)
             entry = _benchmark_entry(runner, test, recheck, roof)
             now = time.perf_counter()
             took = f"{now - t0:.0f} s, {now - start:.0f} s elapsed"
@@ -202,7 +217,7 @@ def human_benchmarks(runner: CaseRunner, tests: list[TestCase], recheck: bool, a
                 runs = _plural(entry["runs"], "run")
                 line.finish(f" {entry['mean'] / 1e3:.1f} us ({runs}; {took})")
             if args.baselines:
-                _add_baselines(runner, test, entry, line)
+                _add_baselines(runner, test, entry, line, device)
             results.append(entry)
     except KeyboardInterrupt:
         _stop_for_interrupt(runner, line)

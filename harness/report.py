@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from harness.baselines import _below_roofline_notes
+from harness.baselines import EXACT_PATH_BASELINE, _below_roofline_notes
 from harness.ceilings import Roofline, _roofline_text
 from harness.runs import RTOL
 from harness.specs import InputError, TestCase, spec_problem
@@ -143,6 +143,12 @@ def benchmark_report(results: list[dict], roof: Roofline, sol: str = "ratio") ->
     roofs = [r["roofline_us"] for r in timed]
     sols = [r["sol_us"] for r in timed if r["sol_us"]]
     lines = [_table(headers, rows)] + _below_roofline_notes(results, roof)
+    if sol == "none" and EXACT_PATH_BASELINE in baseline_names:
+        lines.append(
+            f"note: on a CPU the submission runs the exact torch path, so `mean us` and "
+            f"`{EXACT_PATH_BASELINE} us` time the same code, each in a fresh worker: they "
+            "differ by the run's noise"
+        )
     summary = {}
     if means:
         summary = {"geomean_us": _geomean(means), "roofline_geomean_us": _geomean(roofs)}
