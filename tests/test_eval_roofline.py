@@ -230,3 +230,31 @@ def test_a_dense_gemm_baseline_faster_than_the_ceiling_raises_the_peak():
     # what the notes flag
     notes = baselines._below_roofline_notes(results, raised)
     assert len(notes) == 1 and "our fp16 fallback (decode + cuBLAS) took 31.00 us on p" in notes[0]
+
+
+def test_cpu_table_says_the_exact_path_column_is_the_submissions_code():
+    """On a CPU (sol "none") the submission is the exact torch path: the note says the two
+    columns time the same code; on a GPU there is no such note."""
+    results = _results()
+    results[0]["baselines"] = {baselines.EXACT_PATH_BASELINE: 21000.0}
+    cpu = report.benchmark_report(results, ROOF, "none")["text"]
+    assert "note: on a CPU the submission runs the exact torch path" in cpu
+    assert f"`{baselines.EXACT_PATH_BASELINE} us` time the same code" in cpu
+    assert "exact torch path" not in report.benchmark_report(results, ROOF, "figure")["text"]
+
+
+def test_cpu_benchmark_cases_start_in_a_fresh_worker():
+    """A worker that kept an earlier case's pages ran the same code 2x faster: on a CPU the
+    runner is closed before each case and its baselines, on a GPU it is kept."""
+    from harness import human
+
+    class Runner:
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    runner = Runner()
+    human._fresh_worker_on_cpu(runner, None)
+    human._fresh_worker_on_cpu(runner, "NVIDIA H100 80GB HBM3")
+    assert runner.closed == 1
