@@ -163,11 +163,11 @@ def _benchmark_entry(runner: CaseRunner, test: TestCase, recheck: bool, roof: Ro
 
 
 # On a CPU each benchmark case, and its baselines, start in a fresh worker: the same code
-# ran 2x faster in a worker whose allocator kept the pages of an earlier case (the exact
-# path's temporaries then reuse them: 4 page faults against 15 million over one case of
-# G=2 M=[192,320] N=3072 K=4096, 165 ms a call against 330-360 ms), so the submission,
-# timed before its baselines, read twice the "torch exact path" column for the same code,
-# and a case's time hung on the cases run before it.
+# runs 2x faster in a worker whose allocator kept the pages of an earlier case (the exact
+# path's temporaries reuse them: 4 page faults against 15 million over one case of
+# G=2 M=[192,320] N=3072 K=4096, 165 ms a call against 330-360 ms), so in one worker the
+# submission, timed before its baselines, reads twice the "torch exact path" column for
+# the same code, and a case's time hangs on the cases run before it.
 def _fresh_worker_on_cpu(runner: CaseRunner, device: str | None) -> None:
     if device is None:
         runner.close()  # the next run starts a new worker
