@@ -23,11 +23,11 @@ def benchmarks():
 def test_speed_of_light_is_task_yml_bytes_at_7_69_tb_s(benchmarks):
     """task.yml's 18.833 / 10.667 / 2.406 / 1.525 us are each shape's bytes (144.8 / 82.0 /
     18.5 / 11.7 MB) at 7.69 TB/s, and those bytes are eval.py's bytes_of."""
-    import eval as ev
+    from harness import ceilings
 
     for sizes, spec, sol, mb in zip(benchmarks, cm.task_specs("benchmarks"), cm.TASK_SOL_US,
                                     (144.8, 82.0, 18.5, 11.7)):
-        assert cm.call_bytes(sizes) == ev.bytes_of(spec)
+        assert cm.call_bytes(sizes) == ceilings.bytes_of(spec)
         assert cm.call_bytes(sizes) / 1e6 == pytest.approx(mb, abs=0.05)
         assert cm.sol_us(sizes) == pytest.approx(sol, rel=0.01)
     assert cm.geomean(cm.TASK_SOL_US) == pytest.approx(5.21, abs=0.005)
@@ -115,10 +115,10 @@ def test_the_flush_is_the_one_the_timing_loop_runs():
     leaderboard's harness writes the same on a B200), not the 256 MiB clear_l2_cache."""
     import inspect
 
-    import eval as ev
     import utils
+    from harness import timing
 
-    assert ev.clear_l2_cache is utils.clear_l2_cache_large
+    assert timing.clear_l2_cache is utils.clear_l2_cache_large
     source = inspect.getsource(utils.clear_l2_cache_large)
     assert "torch.randn((rows, 1024, 1024)" in source and "min(16000," in source
     assert cm.FLUSH_BYTES == 16000 * 1024 * 1024 * 4

@@ -7,7 +7,8 @@ import sys
 import pytest
 from cases import ROOT
 
-import eval as harness
+import eval as eval_cli
+from harness import baselines, report, specs, timing
 from nvfp4_gemm import sm100
 
 SMALL_SPECS = [
@@ -70,24 +71,24 @@ def test_protocol_benchmark_mode_keys(tmp_path):
 
 
 def test_spec_parsing_round_trip():
-    args = harness.parse_spec(SMALL_SPECS[0])
+    args = specs.parse_spec(SMALL_SPECS[0])
     assert args == {"m": (96, 128), "n": (128, 256), "k": (256, 512), "g": 2, "seed": 1111}
-    assert harness.parse_spec(harness.spec_line(args)) == args
+    assert specs.parse_spec(specs.spec_line(args)) == args
     with pytest.raises(ValueError, match="invalid test case"):
-        harness.parse_spec("m: [1, 2]; n = 3")
+        specs.parse_spec("m: [1, 2]; n = 3")
 
 
 def test_secret_seed_is_combined():
-    tests = harness._apply_secret_seed([harness.TestCase({"seed": 1111}, "")], 99)
+    tests = specs._apply_secret_seed([specs.TestCase({"seed": 1111}, "")], 99)
     # the leaderboard's Cantor pairing of 1111 and 99, by hand: 1111 + 1210 * 1211 / 2
     assert tests[0].args["seed"] == 733766
 
 
 def test_stats():
-    stats = harness.calculate_stats([10.0, 12.0, 14.0])
+    stats = timing.calculate_stats([10.0, 12.0, 14.0])
     assert stats.runs == 3 and stats.mean == 12.0 and stats.best == 10.0 and stats.worst == 14.0
     assert abs(stats.std - 2.0) < 1e-12
-    assert harness.calculate_stats([5.0]).std == 0.0
+    assert timing.calculate_stats([5.0]).std == 0.0
 
 
 def test_human_mode_test_table():
@@ -145,23 +146,23 @@ def test_human_mode_benchmark_table_and_report(tmp_path):
 
 
 def test_report_names_the_device():
-    assert harness.report_stem("NVIDIA H200") == "benchmark-nvidia-h200"
-    assert harness.report_stem("NVIDIA B200") == "benchmark-nvidia-b200"
-    assert harness.report_stem(None) == "benchmark-cpu"
+    assert report.report_stem("NVIDIA H200") == "benchmark-nvidia-h200"
+    assert report.report_stem("NVIDIA B200") == "benchmark-nvidia-b200"
+    assert report.report_stem(None) == "benchmark-cpu"
 
 
 def test_report_without_matplotlib_names_the_extra(monkeypatch, capsys, tmp_path):
     """Before anything runs: one line naming the extra to install, exit status 2."""
-    real = harness.importlib.util.find_spec
+    real = eval_cli.importlib.util.find_spec
     monkeypatch.setattr(
-        harness.importlib.util,
+        eval_cli.importlib.util,
         "find_spec",
         lambda name, *a: None if name == "matplotlib" else real(name, *a),
     )
-    assert harness.human_main(["benchmark", "--report", str(tmp_path)]) == 2
+    assert eval_cli.human_main(["benchmark", "--report", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.splitlines() == [f"error: {harness.MATPLOTLIB_MISSING}"]
+    assert captured.err.splitlines() == [f"eval.py: error: {report.MATPLOTLIB_MISSING}"]
     assert 'pip install -e ".[report]"' in captured.err
     assert list(tmp_path.iterdir()) == []
 
@@ -170,9 +171,9 @@ def test_plot_labels_are_one_field_a_line():
     """The report's bar labels: G, N, K on lines of their own (a long M list or range
     stays in the table), so that eleven cases side by side do not overlap."""
     args = {"m": list(range(1, 33)), "n": [7168] * 32, "k": [2048] * 32, "g": 32}
-    assert harness._plot_label(harness._short_spec(args)) == "G=32\nN=7168\nK=2048"
+    assert report._plot_label(report._short_spec(args)) == "G=32\nN=7168\nK=2048"
     args = {"m": [40, 200], "n": [512, 256], "k": [512, 768], "g": 2}
-    assert harness._plot_label(harness._short_spec(args)) == "G=2\nN=256/512\nK=512/768"
+    assert report._plot_label(report._short_spec(args)) == "G=2\nN=256/512\nK=512/768"
 
 
 def test_dense_fp16_baselines_time_exact_operands():
@@ -187,9 +188,9 @@ def test_dense_fp16_baselines_time_exact_operands():
         for s in (1, 2)
     ]
     other = [reference.generate_input(m=[40, 72], n=[128, 256], k=[256, 256], g=2, seed=3)]
-    assert set(harness._dense_fp16_baselines(same)) == {"fp16 mm per group", "fp16 mm stacked"}
-    assert set(harness._dense_fp16_baselines(other)) == {"fp16 mm per group"}
-    a, b = harness._dequantized(same[0], torch.float16)[1]
+    assert set(baselines._dense_fp16_baselines(same)) == {"fp16 mm per group", "fp16 mm stacked"}
+    assert set(baselines._dense_fp16_baselines(other)) == {"fp16 mm per group"}
+    a, b = baselines._dequantized(same[0], torch.float16)[1]
     ref = reference.ref_kernel(([tuple(t.clone() for t in g) for g in same[0][0]], *same[0][1:]))[1]
     got = (a.float() @ b.float().T).half()[:, :, None]
     assert torch.equal(got, ref)
@@ -200,8 +201,8 @@ def test_b200_first_run_specs_cover_the_edges():
     cover the M, N and K edges the README asks a first B200 run to cover (and groups of
     different K in one call)."""
     lines = (ROOT / "tools" / "b200_edge_specs.txt").read_text().split("\n")
-    cases = [harness.parse_spec(line) for line in lines if line.strip()]
-    assert [harness.spec_problem(c) for c in cases] == [""] * len(cases)
+    cases = [specs.parse_spec(line) for line in lines if line.strip()]
+    assert [specs.spec_problem(c) for c in cases] == [""] * len(cases)
     ms = {m for c in cases for m in c["m"]}
     assert {1, 40, 64, 65, 128, 129, 384} <= ms
     assert {128, 384, 3072, 7168} <= {n for c in cases for n in c["n"]}
@@ -223,9 +224,9 @@ def test_regime_specs_cover_the_regimes_a_grouped_gemm_meets():
     leaderboard's four benchmarks, mixture-of-experts projections of 32 groups, decode-like
     groups of 1-8 tokens (8 to 64 groups) and prefill-like groups of 512-2048 tokens."""
     lines = (ROOT / "tools" / "regime_specs.txt").read_text().split("\n")
-    cases = [harness.parse_spec(line) for line in lines if line.strip()]
-    assert [harness.spec_problem(c) for c in cases] == [""] * len(cases)
-    task = [harness.parse_spec(t.spec) for t in harness.load_task_cases("benchmarks")]
+    cases = [specs.parse_spec(line) for line in lines if line.strip()]
+    assert [specs.spec_problem(c) for c in cases] == [""] * len(cases)
+    task = [specs.parse_spec(t.spec) for t in specs.load_task_cases("benchmarks")]
     assert all(t in cases for t in task)
     moe = [c for c in cases if c["g"] == 32 and 16 <= min(c["m"]) and max(c["m"]) <= 200]
     decode = [c for c in cases if max(c["m"]) <= 8]

@@ -15,7 +15,7 @@ import pytest
 import torch
 from cases import ROOT
 
-import eval as harness
+from harness import ceilings, human, memory, progress, runs, specs, text, timing, worker
 
 # What a CPU-only machine shows ("the CPU has ... free", rounds of CPU_MAX_REPEATS)
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's behaviour")
@@ -43,36 +43,41 @@ def _limit_data():
 # Memory
 # --------------------------------------------------------------------------------------
 def test_bytes_text():
-    assert harness.bytes_text(512) == "512 B"
-    assert harness.bytes_text(1536) == "1.5 KiB"
-    assert harness.bytes_text(21.3 * GIB) == "21.3 GiB"
-    assert harness.bytes_text(5.4 * 1024 * GIB) == "5.4 TiB"
+    assert text.bytes_text(512) == "512 B"
+    assert text.bytes_text(1536) == "1.5 KiB"
+    assert text.bytes_text(21.3 * GIB) == "21.3 GiB"
+    assert text.bytes_text(5.4 * 1024 * GIB) == "5.4 TiB"
 
 
 def test_memory_problem_says_need_and_free():
-    assert harness.memory_problem(10 * GIB, "the CPU", 20 * GIB) == ""
-    assert harness.memory_problem(10 * GIB, "the CPU", None) == ""  # unknown: not refused
+    assert memory.memory_problem(10 * GIB, "the CPU", 20 * GIB) == ""
+    assert memory.memory_problem(10 * GIB, "the CPU", None) == ""  # unknown: not refused
     # within the headroom's margin: refused
-    assert harness.memory_problem(19 * GIB, "the CPU", 20 * GIB) != ""
+    assert memory.memory_problem(19 * GIB, "the CPU", 20 * GIB) != ""
     assert (
-        harness.memory_problem(int(5.4 * 1024 * GIB), "the CPU", int(21.3 * GIB))
-        == "the case needs about 5.4 TiB; the CPU has 21.3 GiB free"
+        memory.memory_problem(int(5.4 * 1024 * GIB), "the CPU", int(21.3 * GIB))
+        == "the case needs about 5.4 TiB; the CPU has 21.3 GiB free, of which a case may "
+        "use 90% (19.2 GiB)"
     )
+    # the message states the headroom that the check applies
+    assert memory.MEMORY_HEADROOM == 0.9
+    assert memory.memory_problem(18 * GIB, "the CPU", 20 * GIB) == ""
+    assert "may use 90% (18 GiB)" in memory.memory_problem(18 * GIB + 1, "the CPU", 20 * GIB)
 
 
 def test_estimates_count_every_copy():
     """One input's bytes are exact; a test holds 2 copies, the human test 3 and a benchmark
     31 (15 inputs, their 15 copies for the checks and a call's copy) with 15 outputs."""
-    args = harness.parse_spec("m: [128]; n: [256]; k: [512]; g: 1; seed: 1")
+    args = specs.parse_spec("m: [128]; n: [256]; k: [512]; g: 1; seed: 1")
     a, b, c = 128 * 256, 256 * 256, 2 * 128 * 256
-    blocked = harness.scale_bytes(128, 512) + harness.scale_bytes(256, 512)
+    blocked = ceilings.scale_bytes(128, 512) + ceilings.scale_bytes(256, 512)
     plain = (128 + 256) * 512 // 16
-    assert harness.input_bytes(args, cuda=True) == a + b + c + blocked
-    assert harness.input_bytes(args, cuda=False) == a + b + c + blocked + plain
-    one = harness.input_bytes(args, cuda=False)
-    base = harness.case_memory(args, "_run_single_test", False) - 2 * one
-    assert harness.case_memory(args, "_run_single_test_detailed", False) - 3 * one >= base
-    bench = harness.case_memory(args, "_run_single_benchmark", False)
+    assert memory.input_bytes(args, cuda=True) == a + b + c + blocked
+    assert memory.input_bytes(args, cuda=False) == a + b + c + blocked + plain
+    one = memory.input_bytes(args, cuda=False)
+    base = memory.case_memory(args, "_run_single_test", False) - 2 * one
+    assert memory.case_memory(args, "_run_single_test_detailed", False) - 3 * one >= base
+    bench = memory.case_memory(args, "_run_single_benchmark", False)
     assert bench == 31 * one + 15 * c + base
 
 
@@ -81,18 +86,18 @@ def _peak_rss_of(worker: str, spec: str) -> int:
     code = f"""
 import gc, sys
 sys.path.insert(0, {str(ROOT)!r})
-import eval as h
+from harness import runs, specs
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
             return int(line.split()[1]) * 1024
-fn = getattr(h, {worker!r})
+fn = getattr(runs, {worker!r})
 extra = (False, 2, 1e9) if {worker!r} == "_run_single_benchmark" else ()
-fn(h.TestCase(h.parse_spec("m: [64]; n: [64]; k: [256]; g: 1; seed: 3"), ""), *extra)
+fn(specs.TestCase(specs.parse_spec("m: [64]; n: [64]; k: [256]; g: 1; seed: 3"), ""), *extra)
 gc.collect()
 base = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")
-fn(h.TestCase(h.parse_spec({spec!r}), ""), *extra)
+fn(specs.TestCase(specs.parse_spec({spec!r}), ""), *extra)
 print(status("VmHWM") - base)
 """
     proc = subprocess.run(
@@ -119,12 +124,12 @@ def test_estimate_covers_the_measured_peak(worker, spec):
     """The estimate is at least the worker's measured peak on a CPU, and not far above it
     (a guess of the whole free memory would refuse cases that run)."""
     peak = _peak_rss_of(worker, spec)
-    estimate = harness.case_memory(harness.parse_spec(spec), worker, cuda=False)
-    assert peak <= estimate <= 2 * peak + harness.ALLOCATOR_SLACK_BYTES, (peak, estimate)
+    estimate = memory.case_memory(specs.parse_spec(spec), worker, cuda=False)
+    assert peak <= estimate <= 2 * peak + memory.ALLOCATOR_SLACK_BYTES, (peak, estimate)
 
 
 def test_host_free_bytes_is_plausible():
-    free = harness.host_free_bytes()
+    free = memory.host_free_bytes()
     assert free is not None and 0 < free
     if os.path.exists("/proc/meminfo"):
         total = int(open("/proc/meminfo").read().split("MemTotal:")[1].split()[0]) * 1024
@@ -135,19 +140,20 @@ def test_host_free_bytes_is_plausible():
 def test_fit_check_answers_within_a_second():
     """The check asks the worker what is free and does the arithmetic: nothing of the case
     is allocated, and with the worker started it answers in well under a second."""
-    with harness.CaseRunner(None) as runner:
-        assert runner.run(harness._ping) is True  # the worker started
+    with worker.CaseRunner(None) as runner:
+        assert runner.run(worker._ping) is True  # the worker started
         for spec in TOO_LARGE:
-            test = harness.TestCase(harness.parse_spec(spec), spec)
-            for worker in (harness._run_single_test, harness._run_single_benchmark):
+            test = specs.TestCase(specs.parse_spec(spec), spec)
+            for worker_fn in (runs._run_single_test, runs._run_single_benchmark):
                 start = time.monotonic()
-                error = harness.fits_in_memory(runner, test, worker)
+                error = worker.fits_in_memory(runner, test, worker_fn)
                 assert time.monotonic() - start < 1.0
-                assert isinstance(error, harness.CaseError)
+                assert isinstance(error, worker.CaseError)
                 assert error.message.startswith("the case needs about ")
-                assert error.message.endswith(" free") and "; the CPU has " in error.message
-        small = harness.TestCase(harness.parse_spec(SMALL), SMALL)
-        assert harness.fits_in_memory(runner, small, harness._run_single_benchmark) is None
+                assert "; the CPU has " in error.message
+                assert " free, of which a case may use 90% (" in error.message
+        small = specs.TestCase(specs.parse_spec(SMALL), SMALL)
+        assert worker.fits_in_memory(runner, small, runs._run_single_benchmark) is None
 
 
 def _run(args, popcorn_path=None, timeout=120):
@@ -176,11 +182,11 @@ def test_too_large_cases_fail_fast_in_human_mode():
     assert proc.returncode == 112, proc.stderr
     lines = proc.stdout.splitlines()
     for i, spec in enumerate(TOO_LARGE, 1):
-        needed = harness.case_memory(harness.parse_spec(spec), "_run_single_test_detailed", False)
+        needed = memory.case_memory(specs.parse_spec(spec), "_run_single_test_detailed", False)
         assert needed > 1024 * GIB  # over a TiB each
         (line,) = [x for x in lines if x.startswith(f"  [{i}/3] ")]
-        assert f"FAIL: the case needs about {harness.bytes_text(needed)}; the CPU has " in line
-        assert line.endswith(" free")
+        assert f"FAIL: the case needs about {text.bytes_text(needed)}; the CPU has " in line
+        assert " free, of which a case may use 90% (" in line
     assert "1 passed, 2 failed" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
     assert seconds < 60  # start-up and one small case; the large ones allocate nothing
@@ -308,8 +314,8 @@ def _sleep_then_answer():
 def test_the_worker_leaves_ctrl_c_to_eval_py():
     """A terminal's Ctrl-C reaches the worker too: it ignores SIGINT (eval.py ends it), so
     no KeyboardInterrupt traceback comes from it, whatever the race with eval.py."""
-    with harness.CaseRunner(None) as runner:
-        assert runner.run(harness._ping) is True
+    with worker.CaseRunner(None) as runner:
+        assert runner.run(worker._ping) is True
         timer = threading.Timer(0.3, os.kill, (runner._proc.pid, signal.SIGINT))
         timer.start()
         assert runner.run(_sleep_then_answer) is True
@@ -395,11 +401,11 @@ def test_cpu_benchmark_reports_rounds_and_time_left(monkeypatch):
     the time left, each timed round of CPU_MAX_REPEATS with the time left (none after the
     last)."""
     pipe = _Pipe()
-    monkeypatch.setattr(harness, "_progress_conn", pipe)
-    monkeypatch.setattr(harness, "PROGRESS_EVERY_S", 0.0)
-    test = harness.TestCase(harness.parse_spec(SMALL), SMALL)
-    stats = harness._run_single_benchmark(test, False, 100, 1e9)
-    assert isinstance(stats, harness.Stats) and stats.runs == harness.CPU_MAX_REPEATS == 2
+    monkeypatch.setattr(progress, "_progress_conn", pipe)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
+    test = specs.TestCase(specs.parse_spec(SMALL), SMALL)
+    stats = runs._run_single_benchmark(test, False, 100, 1e9)
+    assert isinstance(stats, timing.Stats) and stats.runs == timing.CPU_MAX_REPEATS == 2
     sent = pipe.sent
     assert "inputs 15/15 made" in sent and "calls 15/15 made" in sent
     checked = [s for s in sent if s.startswith("checked 15/15, ")]
@@ -412,30 +418,30 @@ def test_cpu_benchmark_reports_rounds_and_time_left(monkeypatch):
 
 def test_progress_is_throttled_and_off_unless_asked(monkeypatch):
     pipe = _Pipe()
-    monkeypatch.setattr(harness, "_progress_conn", pipe)
-    monkeypatch.setattr(harness, "_progress_sent", time.monotonic())
-    harness.report_progress("too soon")
+    monkeypatch.setattr(progress, "_progress_conn", pipe)
+    monkeypatch.setattr(progress, "_progress_sent", time.monotonic())
+    progress.report_progress("too soon")
     assert pipe.sent == []
-    monkeypatch.setattr(harness, "_progress_sent", time.monotonic() - 2)
-    harness.report_progress("now")
-    harness.report_progress("too soon again")
+    monkeypatch.setattr(progress, "_progress_sent", time.monotonic() - 2)
+    progress.report_progress("now")
+    progress.report_progress("too soon again")
     assert pipe.sent == ["now"]
-    monkeypatch.setattr(harness, "_progress_conn", None)
-    harness.report_progress("nobody asked")  # outside a request that wants progress
+    monkeypatch.setattr(progress, "_progress_conn", None)
+    progress.report_progress("nobody asked")  # outside a request that wants progress
 
 
 def _slow_progress():
     time.sleep(1.2)
-    harness.report_progress("halfway")
+    progress.report_progress("halfway")
     return "done"
 
 
 def test_progress_travels_from_the_worker_ahead_of_the_result():
     seen = []
-    with harness.CaseRunner(None, on_progress=seen.append) as runner:
+    with worker.CaseRunner(None, on_progress=seen.append) as runner:
         assert runner.run(_slow_progress) == "done"
     assert seen == ["halfway"]
-    with harness.CaseRunner(None) as runner:  # no on_progress: none is sent
+    with worker.CaseRunner(None) as runner:  # no on_progress: none is sent
         assert runner.run(_slow_progress) == "done"
 
 
@@ -450,7 +456,7 @@ class _Stream(io.StringIO):
 
 def test_case_line_on_a_terminal_replaces_its_progress():
     stream = _Stream(tty=True)
-    line = harness.CaseLine(stream)
+    line = human.CaseLine(stream)
     line.start("  [1/1] case ...")
     line.progress("round 1 of 2 timed, about 40 s left")
     line.progress("round 2 of 2 timed")
@@ -463,13 +469,13 @@ def test_case_line_on_a_terminal_replaces_its_progress():
 
 def test_case_line_in_a_log_appends_progress_sparingly():
     stream = _Stream(tty=False)
-    line = harness.CaseLine(stream, log_every_s=0.0)
+    line = human.CaseLine(stream, log_every_s=0.0)
     line.start("  [1/1] case ...")
     line.progress("checked 3/15")
     line.finish(" 12.3 us")
     assert stream.getvalue() == "  [1/1] case ... [checked 3/15] 12.3 us\n"
     stream = _Stream(tty=False)
-    line = harness.CaseLine(stream, log_every_s=3600.0)
+    line = human.CaseLine(stream, log_every_s=3600.0)
     line.start("  [1/1] case ...")
     line.progress("checked 3/15")
     line.finish(" 12.3 us")

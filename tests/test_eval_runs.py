@@ -11,7 +11,7 @@ import pytest
 from cases import ROOT
 from test_eval_specs import SPEC_CASES
 
-import eval as harness
+import eval as eval_cli
 
 HARNESS_FILES = ("eval.py", "reference.py", "utils.py", "task.py")
 
@@ -167,13 +167,13 @@ def test_unparsable_spec_exits_113_in_both_modes(tmp_path, capsys):
     out_path = tmp_path / "popcorn.txt"
     with open(out_path, "w") as out:
         fd = os.dup(out.fileno())
-    assert harness.protocol_main(str(fd), ["test", spec_file]) == 113
+    assert eval_cli.protocol_main(str(fd), ["test", spec_file]) == 113
     assert out_path.read_text().splitlines() == ["check: fail"]
     stderr = capsys.readouterr().err
     assert stderr.splitlines() == [
         f"{spec_file}, line 2: invalid test case: 'garbage': 'garbage' is not `key: value`"
     ]
-    assert harness.human_main(["test", "garbage"]) == 113
+    assert eval_cli.human_main(["test", "garbage"]) == 113
     stderr = capsys.readouterr().err
     assert stderr.splitlines() == [
         "error: 'garbage' is neither a spec file nor a spec line `key: value; ...`"
@@ -181,13 +181,14 @@ def test_unparsable_spec_exits_113_in_both_modes(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------------
-# A stub submission in the leaderboard's layout: eval.py, reference.py, utils.py, task.py
-# and submission.py in one folder
+# A stub submission in the leaderboard's layout: eval.py (with its package harness/),
+# reference.py, utils.py, task.py and submission.py in one folder
 # --------------------------------------------------------------------------------------
 @pytest.fixture
 def stub_dir(tmp_path):
     for name in HARNESS_FILES:
         shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "submission.py").write_text(STUB_SUBMISSION)
     return tmp_path
 

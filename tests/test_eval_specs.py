@@ -3,7 +3,9 @@
 import pytest
 import torch
 
-import eval as harness
+import eval as eval_cli
+import reference
+from harness import ceilings, report, runs, specs, text, worker
 
 # (id, spec, the error it gets; None: a legal case)
 SPEC_CASES = [
@@ -64,7 +66,7 @@ SPEC_CASES = [
     ("spec", "error"), [c[1:] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES]
 )
 def test_spec_problem_names_field_and_group(spec, error):
-    problem = harness.spec_problem(harness.parse_spec(spec))
+    problem = specs.spec_problem(specs.parse_spec(spec))
     if error is None:
         assert problem == ""
     else:
@@ -76,8 +78,8 @@ def test_legal_specs_build_inputs():
     built = 0
     for _, spec, error in SPEC_CASES:
         if error is None:
-            args = harness.parse_spec(spec)
-            abc, sf, sfr, sizes = harness.generate_input(**args)
+            args = specs.parse_spec(spec)
+            abc, sf, sfr, sizes = reference.generate_input(**args)
             assert len(abc) == len(sf) == len(sfr) == len(sizes) == args["g"]
             for (a, b, c), (m, n, k, l) in zip(abc, sizes):
                 assert l == 1
@@ -92,11 +94,11 @@ def test_unparsable_spec_file_names_file_and_line(tmp_path):
     path = tmp_path / "specs.txt"
     path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\ngarbage\n")
     with pytest.raises(
-        harness.SpecFileError, match=r"specs.txt, line 2: invalid test case: 'garbage'"
+        specs.SpecFileError, match=r"specs.txt, line 2: invalid test case: 'garbage'"
     ):
-        harness.read_spec_file(str(path))
-    with pytest.raises(harness.SpecFileError, match="Could not open test file"):
-        harness.read_spec_file(str(tmp_path / "missing.txt"))
+        specs.read_spec_file(str(path))
+    with pytest.raises(specs.SpecFileError, match="Could not open test file"):
+        specs.read_spec_file(str(tmp_path / "missing.txt"))
 
 
 def test_command_line_specs_files_and_lines(tmp_path):
@@ -104,16 +106,16 @@ def test_command_line_specs_files_and_lines(tmp_path):
     path.write_text(
         "m: [32]; n: [64]; k: [128]; g: 1; seed: 1\nm: [16]; n: [16]; k: [64]; g: 1; seed: 2\n"
     )
-    tests = harness.human_cases(["m: [0]; n: [64]; k: [64]; g: 1; seed: 3", str(path)], "test")
+    tests = specs.human_cases(["m: [0]; n: [64]; k: [64]; g: 1; seed: 3", str(path)], "test")
     assert [t.args["m"] for t in tests] == [(0,), (32,), (16,)]
-    with pytest.raises(harness.SpecFileError, match="neither a spec file nor a spec line"):
-        harness.human_cases(["garbage"], "test")
-    with pytest.raises(harness.SpecFileError, match="invalid test case"):
-        harness.human_cases(["m: [1]; n = 3"], "test")
+    with pytest.raises(specs.SpecFileError, match="neither a spec file nor a spec line"):
+        specs.human_cases(["garbage"], "test")
+    with pytest.raises(specs.SpecFileError, match="invalid test case"):
+        specs.human_cases(["m: [1]; n = 3"], "test")
 
 
 def test_options_and_specs_in_any_order():
-    parse = harness.parse_command_line
+    parse = eval_cli.parse_command_line
     args = parse(["benchmark", "--baselines", "specs.txt", "--report", "out", "more.txt"])
     assert args.mode == "benchmark" and args.baselines and args.report == "out"
     assert args.specs == ["specs.txt", "more.txt"]
@@ -129,11 +131,14 @@ def test_options_and_specs_in_any_order():
         ([], "eval.py: error: a mode is required: test, benchmark, leaderboard or profile"),
         (["bench"], "eval.py: error: unknown mode 'bench': choose test, benchmark,"),
         (["test", "--bogus"], "eval.py: error: unrecognized arguments: --bogus"),
-        (["test", "--seed", "x"], "eval.py: error: argument --seed: invalid int value: 'x'"),
+        (
+            ["test", "--seed", "x"],
+            "eval.py: error: argument --seed: expected an integer from 0 to 4294967295, got 'x'",
+        ),
     ],
 )
 def test_wrong_command_lines_get_one_line_and_2(argv, error, capsys):
-    assert harness.human_main(argv) == 2
+    assert eval_cli.human_main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert len(captured.err.splitlines()) == 1 and captured.err.startswith(error)
@@ -142,13 +147,13 @@ def test_wrong_command_lines_get_one_line_and_2(argv, error, capsys):
 
 def test_help_states_modes_specs_and_options(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        harness.human_main(["--help"])
+        eval_cli.human_main(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     assert text.startswith(
         "usage: python eval.py {test,benchmark,leaderboard,profile} [SPECFILE | SPEC ...]"
     )
-    for mode in harness.MODES:
+    for mode in eval_cli.MODES:
         assert f"\n  {mode} " in text
     for option in ("--baselines", "--report DIR", "--json FILE", "--seed N", "--traceback"):
         assert option in text
@@ -165,37 +170,37 @@ def test_human_spec_files_skip_blank_and_comment_lines(tmp_path):
         "# small cases\n\nm: [32]; n: [64]; k: [128]; g: 1; seed: 1\n   \n"
         "  # one more\nm: [16]; n: [16]; k: [64]; g: 1; seed: 2\ngarbage\n\n"
     )
-    with pytest.raises(harness.SpecFileError, match=r"specs.txt, line 7: invalid test case"):
-        harness.human_cases([str(path)], "test")
+    with pytest.raises(specs.SpecFileError, match=r"specs.txt, line 7: invalid test case"):
+        specs.human_cases([str(path)], "test")
     path.write_text(path.read_text().replace("garbage\n", ""))
-    tests = harness.human_cases([str(path)], "test")
+    tests = specs.human_cases([str(path)], "test")
     assert [t.args["m"] for t in tests] == [(32,), (16,)]
-    with pytest.raises(harness.SpecFileError, match=r"specs.txt, line 1: invalid test case: '#"):
-        harness.read_spec_file(str(path))
+    with pytest.raises(specs.SpecFileError, match=r"specs.txt, line 1: invalid test case: '#"):
+        specs.read_spec_file(str(path))
     path.write_text("m: [32]; n: [64]; k: [128]; g: 1; seed: 1\n\n")
-    with pytest.raises(harness.SpecFileError, match=r"line 2: invalid test case: '': .*no blank"):
-        harness.read_spec_file(str(path))
+    with pytest.raises(specs.SpecFileError, match=r"line 2: invalid test case: '': .*no blank"):
+        specs.read_spec_file(str(path))
 
 
 def test_shipped_example_spec_file_is_strict_and_valid():
     """specs/example.txt, which the README's protocol example uses: every line a case in
     the leaderboard's format, each one generate_input can build, small enough for a CPU."""
-    tests = harness.read_spec_file(str(harness.HERE / "specs" / "example.txt"))
+    tests = specs.read_spec_file(str(specs.HERE / "specs" / "example.txt"))
     assert len(tests) >= 2
     for test in tests:
-        assert harness.spec_problem(test.args) == ""
-        assert harness.flops_of(test.args) < 1e9
+        assert specs.spec_problem(test.args) == ""
+        assert ceilings.flops_of(test.args) < 1e9
 
 
 def test_secret_seed_leaves_a_word_seed_for_the_spec_check():
-    tests = harness._apply_secret_seed([harness.TestCase({"seed": "abc"}, "")], 99)
+    tests = specs._apply_secret_seed([specs.TestCase({"seed": "abc"}, "")], 99)
     assert tests[0].args["seed"] == "abc"
 
 
 def test_plural():
-    assert harness._plural(1, "test") == "1 test"
-    assert harness._plural(2, "test") == "2 tests"
-    assert harness._plural(0, "benchmark") == "0 benchmarks"
+    assert text._plural(1, "test") == "1 test"
+    assert text._plural(2, "test") == "2 tests"
+    assert text._plural(0, "benchmark") == "0 benchmarks"
 
 
 def test_worst_mismatch_skips_empty_groups():
@@ -203,16 +208,16 @@ def test_worst_mismatch_skips_empty_groups():
     full = torch.ones(2, 3, 1, dtype=torch.float16)
     off = full.clone()
     off[1, 2, 0] = 1.5
-    assert harness.worst_mismatch([empty], [empty])["group"] is None
-    worst = harness.worst_mismatch([empty, off], [empty, full])
+    assert runs.worst_mismatch([empty], [empty])["group"] is None
+    worst = runs.worst_mismatch([empty, off], [empty, full])
     assert worst["group"] == 1 and worst["index"] == (1, 2, 0) and worst["got"] == 1.5
-    assert harness._worst_text(harness.worst_mismatch([empty], [empty])).startswith("no elements")
+    assert report._worst_text(runs.worst_mismatch([empty], [empty])).startswith("no elements")
 
 
 def test_errors_are_one_line():
-    assert harness.one_line("first\n  second\n\nthird") == "first | second | third"
-    error = harness._guarded(int, ("x",), False)
-    assert isinstance(error, harness.CaseError)
+    assert text.one_line("first\n  second\n\nthird") == "first | second | third"
+    error = worker._guarded(int, ("x",), False)
+    assert isinstance(error, worker.CaseError)
     assert error.message.startswith("ValueError: invalid literal")
 
 
@@ -221,6 +226,6 @@ def test_case_labels_stay_readable():
     read as a range and a total, so a 64-group case does not widen the table by 300
     characters."""
     eight = {"m": (80, 176, 128, 72, 64, 248, 96, 160), "n": (4096,) * 8, "k": (7168,) * 8, "g": 8}
-    assert harness._short_spec(eight) == "G=8 M=[80,176,128,72,64,248,96,160] N=4096 K=7168"
+    assert report._short_spec(eight) == "G=8 M=[80,176,128,72,64,248,96,160] N=4096 K=7168"
     many = {"m": tuple(range(1, 65)), "n": (2048,) * 64, "k": (2048,) * 32 + (7168,) * 32, "g": 64}
-    assert harness._short_spec(many) == "G=64 M=1..64 (sum 2080) N=2048 K=2048/7168"
+    assert report._short_spec(many) == "G=64 M=1..64 (sum 2080) N=2048 K=2048/7168"

@@ -10,7 +10,10 @@ import zipfile
 import pytest
 from cases import ROOT
 
-HARNESS = ("eval.py", "task.py", "utils.py", "reference.py", "submission.py", "task.yml")
+HARNESS = (
+    "eval.py", "harness/__init__.py", "task.py", "utils.py", "reference.py", "submission.py",
+    "task.yml",
+)
 
 
 def test_wheel_holds_the_package_alone(tmp_path):

@@ -163,14 +163,14 @@ def test_choice_table_is_ready_to_paste(swept):
 
 
 def test_sweep_with_the_harness_timer_on_the_cpu(monkeypatch):
-    """The loop through eval.py's own time_calls (the host clock without a GPU)."""
-    import eval as ev
+    """The loop through the harness's own time_calls (the host clock without a GPU)."""
+    from harness import timing
 
     monkeypatch.setattr(sw.call_model, "predict_sm100", lambda sizes, cfg: SimpleNamespace(warm_mean_us=2.5))
     target = FakeTarget()
     results = sw.run_case(target, sw.sweep_cases("benchmarks")[3], list(range(15)), ["right"],
                           lambda out, ref: out == ref,
-                          lambda fn, dl: ev.time_calls(fn, dl, False, None, 1, math.inf), rounds=2)
+                          lambda fn, dl: timing.time_calls(fn, dl, False, None, 1, math.inf), rounds=2)
     assert len(results["fast"].rounds_us) == 2 and results["fast"].mean_us > 0
 
 

@@ -492,9 +492,9 @@ def test_config_choice_on_the_benchmarks(case, tile_n, split_k, narrow):
 
 def _regime_sizes():
     sys.path.insert(0, str(ROOT))
-    import eval as harness
+    from harness import specs
 
-    tests = harness.read_spec_file(str(ROOT / "tools" / "regime_specs.txt"))
+    tests = specs.read_spec_file(str(ROOT / "tools" / "regime_specs.txt"))
     return [[(m, n, k, 1) for m, n, k in zip(t.args["m"], t.args["n"], t.args["k"])] for t in tests]
 
 
@@ -932,7 +932,7 @@ def test_perfect_balance_bound_tool():
     benchmark shape's bound beats the fp16 roofline at the rate the full tile implies."""
     from cases import task_cases
 
-    from eval import flops_of
+    from harness.ceilings import flops_of
     from tools.probes import sm90_bound as B
 
     k_tiles = 7

@@ -161,7 +161,7 @@ def build_case(torch, case: MoeCase, n: int, k: int, seed: int, device: str = "c
     return counts, data, op_args, (a16, b16)
 
 
-def run_case(torch, ev, timer: GpuTimer, case: MoeCase, n: int, k: int, seed: int, rounds: int,
+def run_case(torch, ceilings, timer: GpuTimer, case: MoeCase, n: int, k: int, seed: int, rounds: int,
              gbps: float) -> dict:
     import nvfp4_gemm
     from nvfp4_gemm import inputs, torch_paths
@@ -241,9 +241,9 @@ def run_case(torch, ev, timer: GpuTimer, case: MoeCase, n: int, k: int, seed: in
     row["gpu_us"] = {name: statistics.median(t) for name, t in times.items()}
     row["host_us"] = hosts
     args = {"m": counts, "n": [n] * g_count, "k": [k] * g_count}
-    row["bytes"] = ev.bytes_of(args)
+    row["bytes"] = ceilings.bytes_of(args)
     row["bytes_bound_us"] = row["bytes"] / (gbps * 1e9) * 1e6
-    row["flops"] = ev.flops_of(args)
+    row["flops"] = ceilings.flops_of(args)
     row["notes"] = notes
     del graph
     return row
@@ -284,19 +284,19 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("tools/moe_bench.py needs a CUDA GPU; torch sees none", file=sys.stderr)
         return 2
-    import eval as ev
+    from harness import ceilings
     from nvfp4_gemm import dispatch
     from utils import clear_l2_cache
 
     device = torch.cuda.get_device_name()
     path = dispatch.select_path(torch.device("cuda"))
-    gbps, bandwidth = ev.measure_bandwidth()
+    gbps, bandwidth = ceilings.measure_bandwidth()
     torch.cuda.empty_cache()
     timer = GpuTimer(torch, clear_l2_cache)
     print(f"{device}; the leaderboard path takes the {path} path; {args.rounds} rounds a case", flush=True)
     rows = []
     for case in args.cases:
-        rows.append(run_case(torch, ev, timer, case, args.n, args.k, args.seed, args.rounds, gbps))
+        rows.append(run_case(torch, ceilings, timer, case, args.n, args.k, args.seed, args.rounds, gbps))
         print(f"{case.name}: done", flush=True)
         torch.cuda.empty_cache()
     print()

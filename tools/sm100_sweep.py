@@ -410,8 +410,8 @@ def run_on_gpu(cases: list[Case], rounds: int, module: str | None, json_path: st
     # read by the submission at its first call (its path) and runner (the self-check)
     os.environ["NVFP4_GEMM_PATH"] = "sm100"
     os.environ["NVFP4_GEMM_SELF_CHECK"] = "1"
-    import eval as ev
     import reference
+    from harness import specs, timing
 
     S = load_submission(module)
     device = torch.device("cuda", torch.cuda.current_device())
@@ -420,7 +420,7 @@ def run_on_gpu(cases: list[Case], rounds: int, module: str | None, json_path: st
           f"{len(cases)} cases, {rounds} rounds", flush=True)
 
     def time_calls(fn, data_list):
-        return ev.time_calls(fn, data_list, False, None, 1, math.inf)
+        return timing.time_calls(fn, data_list, False, None, 1, math.inf)
 
     start = time.monotonic()
     report = []
@@ -429,8 +429,8 @@ def run_on_gpu(cases: list[Case], rounds: int, module: str | None, json_path: st
         """Time each case's configs (configs_of(case)); its results and today's configs."""
         all_results, today = [], []
         for case in pass_cases:
-            data_list = ev._benchmark_inputs(ev.TestCase(dict(case.spec), ""))
-            reference_out = reference.ref_kernel(ev._clone_data(data_list[0]))
+            data_list = timing._benchmark_inputs(specs.TestCase(dict(case.spec), ""))
+            reference_out = reference.ref_kernel(timing._clone_data(data_list[0]))
             results = run_case(target, case, data_list, reference_out, _close, time_calls, rounds,
                                configs_of(case))
             now = target.chosen(case.sizes)

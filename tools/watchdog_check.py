@@ -134,7 +134,7 @@ def run_many(count: int, ms: int) -> dict:
 
     sys.path.insert(0, str(ROOT))
     import reference
-    from eval import load_task_cases
+    from harness.specs import load_task_cases
     from nvfp4_gemm import common, dispatch, watchdog
     from nvfp4_gemm.inputs import validate_inputs
     from nvfp4_gemm.kernel_runner import GroupedGemmRunner

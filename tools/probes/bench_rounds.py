@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-import eval as harness  # noqa: E402
+from harness import specs, timing  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
 
@@ -68,13 +68,13 @@ def main() -> int:
     from submission import custom_kernel
 
     if args.spec_file:
-        test = harness.read_spec_file(args.spec_file)[args.case]
+        test = specs.read_spec_file(args.spec_file)[args.case]
     else:
-        test = harness.TestCase(dict(task_cases("benchmarks")[args.case].args()), "")
-    data_list = harness._benchmark_inputs(test)
+        test = specs.TestCase(dict(task_cases("benchmarks")[args.case].args()), "")
+    data_list = timing._benchmark_inputs(test)
     # the correctness pass as the harness makes it: the outputs kept, the rest of each clone
     # freed after its call
-    outputs = [custom_kernel(harness._clone_data(data)) for data in data_list]
+    outputs = [custom_kernel(timing._clone_data(data)) for data in data_list]
     torch.cuda.synchronize()
     del outputs
     log = GcLog()
@@ -82,7 +82,7 @@ def main() -> int:
     try:
         for r in range(args.rounds):
             torch.cuda.synchronize()
-            harness.clear_l2_cache()
+            timing.clear_l2_cache()
             log.take()
             host = []
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-import eval as harness  # noqa: E402
 import submission  # noqa: E402
+from harness import specs, timing  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
 PHASES = {
@@ -138,10 +138,10 @@ class PhaseClock:
 
 
 def first_round(test, no_gc: bool = False) -> None:
-    data_list = harness._benchmark_inputs(test)
+    data_list = timing._benchmark_inputs(test)
     # the correctness pass as the harness makes it: the outputs kept, the rest of each clone
     # freed after its call
-    outputs = [submission.custom_kernel(harness._clone_data(data)) for data in data_list]
+    outputs = [submission.custom_kernel(timing._clone_data(data)) for data in data_list]
     torch.cuda.synchronize()
     del outputs
     clock = PhaseClock()
@@ -149,7 +149,7 @@ def first_round(test, no_gc: bool = False) -> None:
     if no_gc:
         gc.disable()
     try:
-        harness.clear_l2_cache()
+        timing.clear_l2_cache()
         host = []
         for data in data_list:
             t0 = time.perf_counter()
@@ -160,7 +160,7 @@ def first_round(test, no_gc: bool = False) -> None:
         gc.enable()
         clock.uninstall()
     n = len(data_list)
-    print(f"{harness.spec_line(test.args)}{' (gc off)' if no_gc else ''}: first round host {sum(host) / n:.0f} us a call "
+    print(f"{specs.spec_line(test.args)}{' (gc off)' if no_gc else ''}: first round host {sum(host) / n:.0f} us a call "
           f"(median {sorted(host)[n // 2]:.0f}, max {max(host):.0f})")
     for name, (total, count) in sorted(clock.totals.items(), key=lambda kv: -kv[1][0]):
         print(f"   {name:<36} {total / n:8.1f} us a call ({count} calls)")
@@ -206,11 +206,12 @@ def main() -> int:
         uploads()
         return 0
     if args.spec_file:
-        cases = harness.read_spec_file(args.spec_file)
+        cases = specs.read_spec_file(args.spec_file)
         tests = [cases[i] for i in (args.case or range(len(cases)))]
     else:
-        specs = task_cases("benchmarks")
-        tests = [harness.TestCase(dict(specs[i].args()), "") for i in (args.case or range(len(specs)))]
+        benchmarks = task_cases("benchmarks")
+        tests = [specs.TestCase(dict(benchmarks[i].args()), "")
+                 for i in (args.case or range(len(benchmarks)))]
     for test in tests:
         first_round(test)
         if args.no_gc:

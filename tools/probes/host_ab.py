@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-import eval as harness  # noqa: E402
 import reference  # noqa: E402
+from harness import specs, timing  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 from tools.probes.host_overhead import (  # noqa: E402
     back_to_back_us,
@@ -86,14 +86,14 @@ def first_round(mod, case_args: dict, kept: list) -> tuple[float, float]:
     the inputs are appended to `kept`."""
     import time
 
-    inputs = harness._benchmark_inputs(harness.TestCase(dict(case_args), ""))
+    inputs = timing._benchmark_inputs(specs.TestCase(dict(case_args), ""))
     kept.append(inputs)
     # the correctness pass as the harness makes it: the outputs kept, the rest of each clone
     # freed after its call
-    outputs = [mod.custom_kernel(harness._clone_data(d)) for d in inputs]
+    outputs = [mod.custom_kernel(timing._clone_data(d)) for d in inputs]
     torch.cuda.synchronize()
     del outputs
-    harness.clear_l2_cache()
+    timing.clear_l2_cache()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     host = 0.0
     start.record()

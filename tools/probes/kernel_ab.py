@@ -7,7 +7,7 @@
     python tools/probes/kernel_ab.py submission.py submission.py --env-old NVFP4_GEMM_WATCHDOG_MS=0
 
 Per case: both files' results are checked once against the exact reference, then each
-round times the leaderboard's loop (eval.time_calls: the case's 15 inputs, L2 flushed, one
+round times the leaderboard's loop (harness.timing.time_calls: the case's 15 inputs, L2 flushed, one
 event pair around the 15 calls) for each file in turn; the table gives the median over
 rounds per file and new / old. --env-old KEY=VALUE sets an environment variable while
 OLD makes its first call (where the path's runner reads its switches): the same file with
@@ -65,8 +65,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-import eval as ev  # noqa: E402
 import reference  # noqa: E402
+from harness import specs, timing  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 from tools.probes.host_ab import load  # noqa: E402
 
@@ -75,7 +75,7 @@ STEPS = 24
 
 def checked(mod, data) -> bool:
     out = mod.custom_kernel(data)
-    ref = reference.ref_kernel(ev._clone_data(data))
+    ref = reference.ref_kernel(timing._clone_data(data))
     return all(torch.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(out, ref))
 
 
@@ -172,7 +172,7 @@ def main() -> int:
     order = ["new", "old", "old", "new"] * args.rounds
 
     if args.spec_file:
-        cases = [test.args for test in ev.read_spec_file(args.spec_file)]
+        cases = [test.args for test in specs.read_spec_file(args.spec_file)]
     else:
         cases = [dict(case.args()) for case in task_cases("benchmarks")]
     if args.shapes == "none":
@@ -186,14 +186,14 @@ def main() -> int:
     )
     print(f"{where}; old {args.old}, new {args.new}")
     for i, case in enumerate(cases):
-        data_list = ev._benchmark_inputs(ev.TestCase(dict(case), ""))
+        data_list = timing._benchmark_inputs(specs.TestCase(dict(case), ""))
         ok = {name: checked(mod, data_list[0]) for name, mod in mods.items()}
         for mod in mods.values():  # every input seen once before timing, as eval.py does
             for data in data_list[1:]:
                 mod.custom_kernel(data)
         times = {name: [] for name in mods}
         for name in order:
-            stats = ev.time_calls(mods[name].custom_kernel, data_list, False, None, 30, 2e9)
+            stats = timing.time_calls(mods[name].custom_kernel, data_list, False, None, 30, 2e9)
             times[name].append(stats.mean / 1e3)
         old, new = (statistics.median(times[s]) for s in ("old", "new"))
         ratios.append(new / old)

@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-import eval as harness  # noqa: E402
 import reference  # noqa: E402
 import submission  # noqa: E402
+from harness import specs  # noqa: E402
 from tests.cases import task_cases  # noqa: E402
 
 args = _parser().parse_args()
 if args.spec_file:
-    cases = [test.args for test in harness.read_spec_file(args.spec_file)]
+    cases = [test.args for test in specs.read_spec_file(args.spec_file)]
 else:
     cases = [case.args() for case in task_cases("benchmarks")]
 for i in args.cases or [0, 2]:

@@ -89,18 +89,18 @@ def eval_ceiling() -> None:
     bytes and of ones (the buffer it uses), twice."""
     import torch
 
-    import eval as harness
+    from harness import ceilings
 
-    size = harness.GPU_COPY_BYTES
+    size = ceilings.GPU_COPY_BYTES
     buffers = {
         "random": torch.randint(0, 256, (size,), dtype=torch.uint8, device="cuda"),
         "ones": torch.ones(size, dtype=torch.uint8, device="cuda"),
     }
     for _ in range(2):
         for data, src in buffers.items():
-            copy, read = harness.copy_and_sum_rates(src)
+            copy, read = ceilings.copy_and_sum_rates(src)
             print(f"eval.py's ceiling, {size / 2**30:.0f} GiB of {data}: copy {copy / 1e3:.2f} TB/s read + "
-                  f"written, sum {read / 1e3:.2f} TB/s read ({harness.GPU_CEILING_BATCH} calls per timing)")
+                  f"written, sum {read / 1e3:.2f} TB/s read ({ceilings.GPU_CEILING_BATCH} calls per timing)")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def main() -> int:
                                  epilog="Runs on the CPU (no GPU).")
     ap.add_argument("--ceiling", type=float, default=762.5, help="fp16 TFLOP/s for the roofline")
     args = ap.parse_args()
-    from eval import flops_of
+    from harness.ceilings import flops_of
 
     cases = yaml.safe_load((ROOT / "task.yml").read_text())["benchmarks"]
     logs = []

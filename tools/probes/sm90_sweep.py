@@ -108,12 +108,12 @@ def main() -> int:
 
     import torch
 
-    import eval as ev
     import reference
+    from harness import ceilings, specs, timing
     from tests.cases import task_cases
 
     if args.spec_file:
-        cases = [test.args for test in ev.read_spec_file(args.spec_file)]
+        cases = [test.args for test in specs.read_spec_file(args.spec_file)]
     else:
         cases = [dict(case.args()) for case in task_cases("benchmarks")]
     if args.shapes:
@@ -131,20 +131,20 @@ def main() -> int:
         S._last_runner = None
         times, kernel = [], []
         for i, case in enumerate(cases):
-            test = ev.TestCase(case, "")
-            data_list = ev._benchmark_inputs(test)
+            test = specs.TestCase(case, "")
+            data_list = timing._benchmark_inputs(test)
             out = S.custom_kernel(data_list[0])
-            ref = reference.ref_kernel(ev._clone_data(data_list[0]))
+            ref = reference.ref_kernel(timing._clone_data(data_list[0]))
             for data in data_list[1:]:  # every input seen once before timing, as eval.py does
                 S.custom_kernel(data)
             ok = all(torch.allclose(o, r, rtol=1e-3, atol=1e-3) for o, r in zip(out, ref))
-            stats = ev.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
+            stats = timing.time_calls(S.custom_kernel, data_list, False, None, 30, 2e9)
             times.append(stats.mean / 1e3)
             extra = ""
             if args.kernel_time:
                 kernel.append(kernel_us_per_call(S, data_list))
                 extra = f" (kernel {kernel[-1]:.2f} us)"
-            rate = ev.bytes_of(case) / stats.mean  # bytes per ns = GB/s
+            rate = ceilings.bytes_of(case) / stats.mean  # bytes per ns = GB/s
             verdict = ("not checked (no decode)" if args.no_decode else "not checked (drain)" if args.drain
                        else "ok" if ok else "MISMATCH")
             print(f"  {tag}{spec or 'default'} {i}: {stats.mean / 1e3:.2f} us{extra} ({rate:.0f} GB/s of "
