@@ -49,10 +49,11 @@ leaderboard's contract is custom_kernel's, and this op deals with the caller's C
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import torch
 
-from .common import SF_VEC_SIZE, ceil_div
+from .common import _DSL_IMPORT_ERROR, PATH_ENV, SF_VEC_SIZE, ceil_div, warn_once
 from .formats import (
     _blocked_scale_shape,
     _blocked_scale_strides,
@@ -197,7 +198,18 @@ def _pair_table(device: torch.device) -> torch.Tensor:
             raise RuntimeError(
                 f"grouped_mm_masked: first call on {device} inside a CUDA graph capture; run the "
                 "op once on this device before capturing it (it builds its decode table then)")
-        table = _e2m1_pair_table(device)
+        if device.type == "cuda":
+            # built while a side stream is current, so that its tensors come from the
+            # ordinary pool even in torch.compile's graph-tree warm-up, whose private pool
+            # takes the warmed stream's allocations (a cached table there is a live tensor
+            # no graph output accounts for, which the graph tree refuses)
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                table = _e2m1_pair_table(device)
+            torch.cuda.current_stream(device).wait_stream(side)
+        else:
+            table = _e2m1_pair_table(device)
     return table
 
 
@@ -248,19 +260,75 @@ def _cuda_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, batch_bytes: int
         matmul.allow_fp16_reduced_precision_reduction = saved
 
 
-_IMPLS = {"cpu": _exact_into, "cuda": _cuda_into}
+# per CUDA device: its MaskedSm90Runner, or None where no kernel serves the op there
+_RUNNERS: dict = {}
+
+
+def _kernel_runner(device: torch.device):
+    """The device's masked kernel runner (sm90_masked.MaskedSm90Runner), made on its first
+    call: on a Hopper GPU (sm_90) with the CuTe DSL installed and NVFP4_GEMM_PATH at auto
+    or sm90; None elsewhere (the torch path then runs)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index in _RUNNERS:
+        return _RUNNERS[index]
+    runner = None
+    path = os.environ.get(PATH_ENV, "auto").strip().lower() or "auto"
+    if _DSL_IMPORT_ERROR is None and path in ("auto", "sm90") and torch.cuda.get_device_capability(index) == (9, 0):
+        from .sm90_masked import MaskedSm90Runner
+        runner = MaskedSm90Runner(torch.device("cuda", index),
+                                  torch.cuda.get_device_properties(index).multi_processor_count)
+    _RUNNERS[index] = runner
+    return runner
+
+
+def _kernel_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, expected_m) -> bool:
+    """The Hopper kernel's run of the call, or False where it cannot take it (the reason
+    warned once). A kernel that fails to compile or launch is warned about and not tried
+    again on that device; the call then takes the torch path."""
+    runner = _kernel_runner(p.device)
+    if runner is None:
+        return False
+    from .sm90_masked import masked_kernel_refusal
+    reason = masked_kernel_refusal(p, a, sfa, b, sfb)
+    if reason is not None:
+        warn_once(f"grouped_mm_masked: the Hopper kernel cannot take this call ({reason}); running the torch path")
+        return False
+    try:
+        runner.run(a, sfa, b, sfb, masked_m, out, p, expected_m)
+    except Exception as e:  # compile or launch: the torch path still gives the result
+        _RUNNERS[runner.device.index] = None
+        warn_once(f"grouped_mm_masked: the Hopper kernel failed ({type(e).__name__}: {str(e)[:300]}); "
+                  "running the torch path on this device from now on")
+        return False
+    return True
+
+
+def _device_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, expected_m=None) -> None:
+    """The CUDA implementation: the Hopper kernel where it takes the call, else the torch
+    path (_cuda_into)."""
+    if p.groups == 0 or p.max_m == 0 or p.n == 0:
+        return
+    if not _kernel_into(a, sfa, b, sfb, masked_m, out, p, expected_m):
+        _cuda_into(a, sfa, b, sfb, masked_m, out, p)
+
+
+def _cpu_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, expected_m=None) -> None:
+    _exact_into(a, sfa, b, sfb, masked_m, out, p)
+
+
+_IMPLS = {"cpu": _cpu_into, "cuda": _device_into}
 
 
 def _run(a, sfa, b, sfb, masked_m, out, expected_m, device_type: str) -> None:
     p = check_masked_args(a, sfa, b, sfb, masked_m, out, expected_m)
-    _IMPLS[device_type](a, sfa, b, sfb, masked_m, out, p)
+    _IMPLS[device_type](a, sfa, b, sfb, masked_m, out, p, expected_m)
 
 
 def _functional(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
                 masked_m: torch.Tensor, *, expected_m: int | None = None) -> torch.Tensor:
     p = check_masked_args(a, sfa, b, sfb, masked_m, None, expected_m)
     out = torch.zeros((p.groups, p.max_m, p.n), dtype=OUT_DTYPE, device=p.device)
-    _IMPLS[p.device.type](a, sfa, b, sfb, masked_m, out, p)
+    _IMPLS[p.device.type](a, sfa, b, sfb, masked_m, out, p, expected_m)
     return out
 
 

@@ -195,6 +195,10 @@ class Sm90Fp4GroupedGemm:
     the flag, stores C). k_range_units explains why the waits cannot deadlock.
     """
 
+    # every tile's C by 16-byte stores predicated on its group's M, never by the TMA: the
+    # masked op's subclass (sm90_masked.py), whose C descriptors hold max_m rows
+    DIRECT_STORES = False
+
     def __init__(self, config: Sm90Config, watch: WatchSettings = WatchSettings()):
         assert sm90_config_is_legal(config), config
         self.cfg = config
@@ -361,34 +365,34 @@ class Sm90Fp4GroupedGemm:
         launch_tag: Int32,
         timeout_ns: Int64,
     ):
+        self.launch_gemm((sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, partials_ptr,
+                          flags_ptr, num_ctas, unit_stride, num_groups, record_ptr, claim_ptr,
+                          launch_tag, timeout_ns), {})
+
+    def launch_gemm(self, args: tuple, launch_options: dict):
+        """The body of __call__ (traced inside a jit function): the shared storage and the
+        kernel's launch with __call__'s arguments, plus launch_options for .launch (a
+        subclass's own launch settings; none here)."""
+        (sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, partials_ptr, flags_ptr, num_ctas,
+         unit_stride, num_groups, record_ptr, claim_ptr, launch_tag, timeout_ns) = args
         tiled_mma = self._tiled_mma(self.tile_m)
         sT_layout = self._token_layout()  # tokens: wgmma B
 
-        @cute.struct
-        class SharedStorage:
-            # each pipeline's full and empty barriers, then the watchdog's stage numbers
-            mbar: cute.struct.MemRange[cutlass.Int64, self.stages * 4]
-            tbar: cute.struct.MemRange[cutlass.Int64, self.token_buffers * 4]
-            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's
-            sDecT: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024
-            ]
-            sC: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.wgs * self.cfg.c_stage_bytes], 1024
-            ]
-            sPkA: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 1024
-            ]
-            sPkB: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.b_stage_bytes], 1024
-            ]
-            sSFA: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.sfa_stage_bytes], 128
-            ]
-            sSFB: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Uint8, self.stages * self.sfb_stage_bytes], 128
-            ]
-
+        # each pipeline's full and empty barriers, then the watchdog's stage numbers; the
+        # fields as objects (this module's annotations are strings, which cute.struct
+        # resolves only inside a jit function's own body)
+        fields = {
+            "mbar": cute.struct.MemRange[cutlass.Int64, self.stages * 4],
+            "tbar": cute.struct.MemRange[cutlass.Int64, self.token_buffers * 4],
+            "watch": cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8],  # WaitGuard's
+            "sDecT": cute.struct.Align[cute.struct.MemRange[cutlass.Float16, cute.cosize(sT_layout)], 1024],
+            "sC": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.wgs * self.cfg.c_stage_bytes], 1024],
+            "sPkA": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.a_stage_bytes], 1024],
+            "sPkB": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.b_stage_bytes], 1024],
+            "sSFA": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.sfa_stage_bytes], 128],
+            "sSFB": cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.sfb_stage_bytes], 128],
+        }
+        SharedStorage = cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
         self.shared_storage = SharedStorage
         self.kernel(
             tiled_mma, sT_layout, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr,
@@ -399,6 +403,7 @@ class Sm90Fp4GroupedGemm:
             block=[self.cfg.threads, 1, 1],
             min_blocks_per_mp=1,
             use_pdl=self.cfg.pdl,
+            **launch_options,
         )
 
     @cute.kernel
@@ -1209,10 +1214,13 @@ class Sm90Fp4GroupedGemm:
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=wg_barrier, number_of_threads=128)
         if ((n % 8) | Int32(c_addr % 16)) == 0:
-            if last:
+            if cutlass.const_expr(self.DIRECT_STORES):
                 self.store_box_vectors(box, wtid, c_addr, m, n, row_a, col, tokens, live)
             else:
-                tma_store_2d(desc_c, col, row_a, box, lead)
+                if last:
+                    self.store_box_vectors(box, wtid, c_addr, m, n, row_a, col, tokens, live)
+                else:
+                    tma_store_2d(desc_c, col, row_a, box, lead)
         else:
             self.store_box_elements(box, wtid, c_addr, m, n, row_a, col, tokens, live)
 

@@ -205,7 +205,8 @@ def test_token_width_phases(num_sms, tile_n, narrow, split_k, kernel_path):
 def test_one_build_serves_every_group_count(kernel_path):
     """The group count is a launch argument, not compiled in: one runner and one config
     over problems of 1, 5, 16 and 2 groups (the descriptor-init grid and the GEMM's schedule
-    prefetch follow it at run time), each correct, on one compiled build."""
+    prefetch follow it at run time), each correct, on one compiled build of the config
+    besides the watchdog's build that its first launch runs."""
     backend = submission._BACKENDS[kernel_path]()
     runner = submission.GroupedGemmRunner(backend, num_sms=torch.cuda.get_device_properties(0).multi_processor_count,
                                           device_index=torch.cuda.current_device())
@@ -227,7 +228,8 @@ def test_one_build_serves_every_group_count(kernel_path):
         torch.cuda.synchronize()
         for i, (o, e) in enumerate(zip(out, expected)):
             assert verbose_allclose(o, e, rtol=1e-3, atol=1e-3) == [], f"G = {g}, group {i}"
-    assert len(runner.compiled) == 1 and runner.launches == 4 and not runner.rejected
+    assert runner.guarded == {config} and runner.launches == 4 and not runner.rejected
+    assert len(runner.compiled) == 2 and {key[0] for key in runner.compiled._data} == {config}
 
 
 def test_k_range_benchmark_shape_resets_its_flags(kernel_path):
@@ -259,7 +261,8 @@ def test_later_launches_take_the_executors_entry_point(kernel_path):
     """bind_launch's first launch goes through the DSL's own run_compiled_program; later ones
     call the DSL executor's C entry point with arguments packed once (direct_launcher). Under
     the DSL installed here later launches must take that direct path (not silently the
-    DSL's slower one), and compute bit for bit what the first launch computed."""
+    DSL's slower one), and compute bit for bit what the first launch computed. (Without
+    the watchdog: a config's first launch would otherwise run its guarded build.)"""
     import cutlass
 
     data = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=71)
@@ -267,7 +270,8 @@ def test_later_launches_take_the_executors_entry_point(kernel_path):
     problem = submission.validate_inputs(data)
     runner = submission.GroupedGemmRunner(submission._BACKENDS[kernel_path](),
                                           torch.cuda.get_device_properties(0).multi_processor_count,
-                                          self_check=False, device_index=torch.cuda.current_device())
+                                          self_check=False, device_index=torch.cuda.current_device(),
+                                          watchdog_ms=0)
     config, reason = runner.plan(problem)
     assert config is not None, reason
     first = [c.clone() for c in runner.run(data, problem, config)]  # the DSL's launch path
@@ -288,7 +292,8 @@ def test_new_pointer_tables_launch_without_the_dsls_packing(kernel_path, monkeyp
     """The ranked mode's first round: new pointers, same sizes. The first table's launches
     (descriptor init and GEMM) go through the DSL and teach the runner each function's
     packing (binding.bind_launch); a later table's pack their arguments themselves, none
-    through the DSL's generate_execution_args, and compute what the reference does."""
+    through the DSL's generate_execution_args, and compute what the reference does.
+    (Without the watchdog, whose guarded first launch is a build of its own.)"""
     from cutlass.base_dsl import jit_executor
 
     packings = []
@@ -301,7 +306,8 @@ def test_new_pointer_tables_launch_without_the_dsls_packing(kernel_path, monkeyp
     monkeypatch.setattr(jit_executor.JitCompiledFunction, "generate_execution_args", counted)
     runner = submission.GroupedGemmRunner(submission._BACKENDS[kernel_path](),
                                           torch.cuda.get_device_properties(0).multi_processor_count,
-                                          self_check=False, device_index=torch.cuda.current_device())
+                                          self_check=False, device_index=torch.cuda.current_device(),
+                                          watchdog_ms=0)
     for seed in (72, 73, 74):
         data = reference.generate_input(m=(96, 200), n=(256, 384), k=(512, 256), g=2, seed=seed)
         expected = reference.ref_kernel(_clone(data))

@@ -17,13 +17,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
 from cases import ROOT
-from conftest import requires_cuda
+from conftest import requires_cuda, requires_sm90
 
 import nvfp4_gemm
 import reference
@@ -651,6 +652,128 @@ def test_a_call_on_a_side_queue_runs_there():
 
 
 # ----------------------------------------------------------------------------------------
+# GPU: the Hopper kernel behind the op (sm90_masked.py)
+# ----------------------------------------------------------------------------------------
+def _runner():
+    return moe._RUNNERS.get(torch.cuda.current_device())
+
+
+@gpu
+@requires_sm90
+def test_the_hopper_kernel_takes_the_calls():
+    """On an sm_90 GPU with the CuTe DSL, a call whose K is a multiple of 256 runs the
+    masked kernels (the runner holds its buffers' entry, initialized), not the torch path;
+    its result is the reference's, rows above the counts untouched."""
+    x = make_inputs(3, 40, 384, 768, seed=70, device="cuda")
+    counts = (40, 0, 17)
+    before = sentinel(3, 40, 384, "cuda", seed=7)
+    out = before.clone()
+    nvfp4_gemm.grouped_mm_masked(*x.args(), counts_tensor(counts, "cuda"), out)
+    torch.cuda.synchronize()
+    runner = _runner()
+    assert runner is not None and any(e.initialized and e.grid.groups == 3 for e in runner.entries.values())
+    assert_result(out, expected_out(x, counts, before), counts, before)
+
+
+@gpu
+@requires_sm90
+def test_the_torch_path_still_serves_the_op_on_a_hopper_gpu(monkeypatch):
+    """NVFP4_GEMM_PATH=torch: the op's torch path, exact, no kernel runner."""
+    monkeypatch.setenv("NVFP4_GEMM_PATH", "torch")
+    monkeypatch.setattr(moe, "_RUNNERS", {})
+    x = _gpu_inputs(seed=71)
+    counts = PATTERNS[4].counts
+    got = nvfp4_gemm.grouped_mm_masked(*x.args(), counts_tensor(counts, "cuda"))
+    torch.cuda.synchronize()
+    assert _runner() is None
+    assert_result(got, expected_out(x, counts), counts)
+
+
+@gpu
+@requires_sm90
+@pytest.mark.parametrize("expected_m", [1, 32, None], ids=["hint1", "hint32", "no_hint"])
+def test_the_plan_kernel_writes_its_mirrors_tables(expected_m):
+    """The device plan (MaskedPlanKernel) against its Python mirror (masked_plan.masked_tables)
+    for every pattern, under the config each hint picks: the sizes rows, every CTA's
+    ranges row and the units it walks, read back after the plan alone."""
+    from nvfp4_gemm.masked_plan import masked_tables, walked_units
+    from nvfp4_gemm.sm90_masked import bind_masked, compile_masked_sm90
+
+    x = _gpu_inputs(seed=72)
+    masked_m = counts_tensor(PATTERNS[0].counts, "cuda")
+    out = torch.zeros((8, MAX_M, N_GPU), dtype=torch.float16, device="cuda")
+    nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out, expected_m=expected_m)  # makes the entry
+    p = moe.check_masked_args(*x.args(), masked_m, out)
+    e = _runner().entry(*x.args(), masked_m, out, p, expected_m)
+    _, plan, _ = bind_masked(compile_masked_sm90(e.config), e.grid, e.tables,
+                             torch.cuda.current_stream().cuda_stream)
+    for pattern in PATTERNS:
+        masked_m.copy_(counts_tensor(pattern.counts, "cuda"))
+        e.tables["units"].fill_(-9)
+        plan()
+        torch.cuda.synchronize()
+        sizes, ranges, units = masked_tables(pattern.counts, e.grid)
+        got_units = e.tables["units"].cpu()
+        got_ranges = [tuple(r) for r in e.tables["ranges"].cpu().tolist()]
+        assert e.tables["sizes"].cpu().tolist() == [list(r) for r in sizes], pattern.id
+        assert got_ranges == ranges, pattern.id
+        walked = walked_units(got_ranges, {i: tuple(got_units[i].tolist()) for i in range(got_units.shape[0])}, e.grid)
+        assert walked == walked_units(ranges, units, e.grid), pattern.id
+        written = {i for i in range(got_units.shape[0]) if got_units[i, 0] != -9}
+        assert written == set(units), pattern.id  # and no row beside the live tiles'
+
+
+@gpu
+@requires_sm90
+@pytest.mark.slow
+def test_a_prefill_step_at_leaderboard_width():
+    """8 groups of 64-512 tokens (max_m 512), N = 4096, K = 7168: the 128-row tile config,
+    its narrow phases for the groups' last M tiles, exact against the reference."""
+    x = make_inputs(8, 512, 4096, 7168, seed=73, device="cuda")
+    counts = (64, 512, 300, 129, 511, 96, 200, 77)
+    out = sentinel(8, 512, 4096, "cuda", seed=8)
+    before = out.clone()
+    nvfp4_gemm.grouped_mm_masked(*x.args(), counts_tensor(counts, "cuda"), out, expected_m=256)
+    torch.cuda.synchronize()
+    assert_result(out, expected_out(x, counts, before), counts, before)
+
+
+_MEMCHECK = """
+import torch, nvfp4_gemm, sys
+sys.path.insert(0, "tests")
+from test_moe_op import make_inputs, counts_tensor, expected_out, assert_result, PATTERNS, MAX_M, N_GPU
+x = make_inputs(8, MAX_M, N_GPU, 512, seed=74, device="cuda")
+for pattern in PATTERNS:
+    counts = pattern.counts
+    got = nvfp4_gemm.grouped_mm_masked(*x.args(), counts_tensor(counts, "cuda"))
+    torch.cuda.synchronize()
+    assert_result(got, expected_out(x, counts), counts)
+from nvfp4_gemm import moe
+assert moe._RUNNERS[torch.cuda.current_device()].entries
+print("ran", len(PATTERNS), "patterns")
+"""
+
+
+@gpu
+@requires_sm90
+@pytest.mark.slow
+def test_memcheck_finds_nothing_in_the_masked_kernels(tmp_path):
+    """compute-sanitizer's memcheck over the op's kernel path for every pattern: no
+    out-of-bounds or misaligned access, no error."""
+    import shutil
+
+    tool = shutil.which("compute-sanitizer") or next(
+        (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
+    if tool is None:
+        pytest.skip("compute-sanitizer is not installed")
+    run = subprocess.run([tool, "--tool", "memcheck", "--error-exitcode", "3", sys.executable, "-c", _MEMCHECK],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    text = run.stdout + run.stderr
+    assert run.returncode == 0 and "ERROR SUMMARY: 0 errors" in text, text[-3000:]
+    assert "ran 6 patterns" in text
+
+
+# ----------------------------------------------------------------------------------------
 # tools/moe_bench.py's CPU side
 # ----------------------------------------------------------------------------------------
 def _bench():
@@ -690,9 +813,11 @@ def test_the_bench_needs_a_gpu_and_says_so():
 def test_the_bench_tables():
     bench = _bench()
     row = {"case": "decode8", "groups": 8, "tokens": 36, "notes": ["a note"], "flops": 2 * 36 * 4096 * 7168,
-           "bytes_bound_us": 5.0,
-           "gpu_us": {"op": 100.0, "graph": 90.0, "leaderboard": 20.0, "decode+cuBLAS": 300.0, "fp16 bmm": 50.0},
+           "bytes_bound_us": 5.0, "op_path": "sm90 kernel", "op_config": "n256_m32",
+           "gpu_us": {"op": 100.0, "graph": 90.0, "op torch path": 700.0, "leaderboard": 20.0,
+                      "decode+cuBLAS": 300.0, "fp16 bmm": 50.0},
            "host_us": {"op": 400.0, "graph": 8.0, "leaderboard": 4.0, "decode+cuBLAS": 500.0, "fp16 bmm": 9.0}}
     text = bench.tables([row], "a GPU", "3,000 GB/s")
-    assert "| decode8 | 8 | 36 | 100.0 | 90.0 | 20.0 | n/a | 300.0 | 50.0 | 5.0 | 5.00x | 20.00x | 4.00x |" in text
+    assert "| decode8 | 8 | 36 | 100.0 | 90.0 | 700.0 | 20.0 | n/a | 300.0 | 50.0 | 5.0 | 5.00x | 20.00x | 4.00x |" in text
     assert "| decode8 | 400.0 | 8.0 | 4.0 |" in text and "- decode8: a note" in text
+    assert "The op's path: decode8 sm90 kernel n256_m32" in text

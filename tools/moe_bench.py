@@ -16,6 +16,8 @@ Columns, in microseconds, the median over rounds (every variant once a round, th
 rotated each round):
   op             grouped_mm_masked(..., out=out), called eagerly: GPU time of one call
   graph          the same call captured once in a torch.cuda.CUDAGraph: GPU time of a replay
+  op torch path  the op's torch path (moe._cuda_into: decode to fp16, cuBLAS bmm), which
+                 runs where no kernel takes the call
   leaderboard    nvfp4_gemm.custom_kernel on the per-group lists, the same tensors each call
                  (its warm path; the CuTe DSL kernel on sm_90 and sm_100)
   grouped_mm     torch._grouped_mm on operands decoded to bf16 beforehand (exact: 6
@@ -188,7 +190,14 @@ def run_case(torch, ceilings, timer: GpuTimer, case: MoeCase, n: int, k: int, se
     def fp16_bmm():
         torch.bmm(a16, b16_t)
 
-    variants = {"op": op, "leaderboard": leaderboard, "decode+cuBLAS": decode_cublas, "fp16 bmm": fp16_bmm}
+    from nvfp4_gemm import moe
+    problem = moe.check_masked_args(*op_args, out)
+
+    def op_torch():
+        moe._cuda_into(*op_args, out, problem)
+
+    variants = {"op": op, "op torch path": op_torch, "leaderboard": leaderboard, "decode+cuBLAS": decode_cublas,
+                "fp16 bmm": fp16_bmm}
     notes = []
     try:  # torch's grouped GEMM: bf16 operands, the tokens stacked and offs on the GPU
         a_tokens = torch.cat([a16[g, :m] for g, m in enumerate(counts)]).to(torch.bfloat16)
@@ -206,6 +215,12 @@ def run_case(torch, ceilings, timer: GpuTimer, case: MoeCase, n: int, k: int, se
     # first calls (compiles, caches, tables) and the checks, outside the timed region
     for fn in variants.values():
         fn()
+    torch.cuda.synchronize()
+    runner = moe._RUNNERS.get(torch.cuda.current_device())
+    row["op_path"] = "sm90 kernel" if runner is not None and runner.entries else "torch"
+    if runner is not None and runner.entries:
+        row["op_config"] = next(iter(runner.entries.values())).host[2].name
+    op()
     torch.cuda.synchronize()
     leaderboard_out = nvfp4_gemm.custom_kernel(data)
     worst = 0.0
@@ -254,7 +269,7 @@ def _us(value: float | None) -> str:
 
 
 def tables(rows: list[dict], device: str, bandwidth: str) -> str:
-    gpu_cols = ["op", "graph", "leaderboard", "grouped_mm", "decode+cuBLAS", "fp16 bmm"]
+    gpu_cols = ["op", "graph", "op torch path", "leaderboard", "grouped_mm", "decode+cuBLAS", "fp16 bmm"]
     lines = [f"GPU time per call, us (median; {device}; bandwidth: {bandwidth})", "",
              "| case | G | tokens | " + " | ".join(gpu_cols) + " | bytes bound | op / leaderboard | "
              "op / bound | leaderboard / bound | op TFLOP/s |",
@@ -271,6 +286,8 @@ def tables(rows: list[dict], device: str, bandwidth: str) -> str:
     for r in rows:
         h = r["host_us"]
         lines.append(f"| {r['case']} | {_us(h['op'])} | {_us(h['graph'])} | {_us(h['leaderboard'])} |")
+    lines += ["", "The op's path: " + "; ".join(f"{r['case']} {r['op_path']} {r.get('op_config', '')}".rstrip()
+                                             for r in rows)]
     notes = [f"- {r['case']}: {note}" for r in rows for note in r["notes"]]
     if notes:
         lines += ["", "Notes:", *notes]

@@ -1,0 +1,156 @@
+"""Host-side math of the masked op's tile plan: the launch shape fixed by the buffers
+(MaskedGrid: an upper bound of tiles, the persistent grid over it, the units table's rows
+per CTA), and masked_tables, the plain-Python mirror of the device plan kernel
+(sm90_masked.MaskedPlanKernel), which turns per-group token counts into the tables the
+Hopper kernel walks.
+
+The plan is the Hopper leaderboard path's whole-tile schedule (phased_tile_schedule, then
+round_robin_units) made from counts that only the GPU knows:
+
+  1. group g computes m_g = clamp(masked_m[g], 0, max_m) rows: ceil(m_g / tile_m) M tiles
+     by ceil(N / tile_n) N tiles, its last M tile in the phase of the narrowest width
+     that holds its rows (width_phase), the others in phase 0;
+  2. an exclusive scan over the groups, per phase, gives each group's first row in its
+     phase's runs (every group has the same K, so the runs are in group order), and the
+     phases' sizes give each phase's first row of the whole schedule;
+  3. schedule row i (a live tile) goes to CTA i % grid, at row (i % grid) * unit_stride
+     + i // grid of the units table; CTA c's phase p starts at its first row i >= S_p,
+     i.e. after ceil((S_p - c) / grid) of its rows.
+
+Every size the launch depends on (grid, unit_stride, the tables' lengths) follows from
+G, max_m, N and K alone, so a CUDA graph replays the plan and the GEMM for any counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .common import ceil_div
+from .schedule import RANGE_FIELDS, UNIT_FIELDS, UNIT_WHOLE, persistent_grid, width_phase
+
+# the plan kernel's block: one thread per group in its scan, so at most this many groups
+MASKED_PLAN_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class MaskedGrid:
+    """The launch shape of a masked call: G groups of at most max_m rows, N x K, tiled
+    tile_n weight rows by tile_m token rows (widths: the config's phase widths, widths[0]
+    == tile_m), each tile k_tiles K-tiles deep; `grid` persistent CTAs over the upper bound
+    of tiles (every group full), each with unit_stride rows of the units table."""
+
+    groups: int
+    max_m: int
+    n: int
+    k: int
+    k_tiles: int
+    tile_n: int
+    widths: tuple[int, ...]
+    grid: int
+    unit_stride: int
+
+    @property
+    def tile_m(self) -> int:
+        return self.widths[0]
+
+    @property
+    def m_tiles_bound(self) -> int:
+        return ceil_div(self.max_m, self.tile_m)
+
+    @property
+    def n_tiles(self) -> int:
+        return ceil_div(self.n, self.tile_n)
+
+    @property
+    def tiles_bound(self) -> int:
+        """Tiles when every group has max_m rows: the plan kernel's loop bound."""
+        return self.groups * self.m_tiles_bound * self.n_tiles
+
+
+def masked_grid(groups: int, max_m: int, n: int, k: int, k_tile: int, tile_n: int,
+                widths: Sequence[int], num_sms: int) -> MaskedGrid:
+    """The launch shape for these buffers on a GPU of num_sms SMs (one CTA an SM), for a
+    kernel of k_tile-deep K-tiles (K a multiple of it)."""
+    bound = groups * ceil_div(max_m, widths[0]) * ceil_div(n, tile_n)
+    grid = persistent_grid(bound, num_sms)
+    return MaskedGrid(groups, max_m, n, k, k // k_tile, tile_n, tuple(widths), grid,
+                      max(1, ceil_div(bound, grid)))
+
+
+def group_plan(m: int, tile_m: int, widths: Sequence[int]) -> tuple[int, int, int]:
+    """(M tiles, those in phase 0, the phase of the last M tile) of a group of m rows: the
+    full tiles are in phase 0, and so is the last one where no narrow width holds it."""
+    m_tiles = ceil_div(m, tile_m)
+    if not m_tiles:
+        return 0, 0, 0
+    last = width_phase(widths, m - (m_tiles - 1) * tile_m)
+    return m_tiles, m_tiles if last == 0 else m_tiles - 1, last
+
+
+def phase_counts(m: int, grid: MaskedGrid) -> list[int]:
+    """Tiles group g (of m rows) has in each phase: its full-height tiles' columns in
+    phase 0, its last, narrower M tile's in that tile's phase."""
+    m_tiles, full, last = group_plan(m, grid.tile_m, grid.widths)
+    counts = [0] * len(grid.widths)
+    counts[0] = full * grid.n_tiles
+    if m_tiles and last:
+        counts[last] += grid.n_tiles
+    return counts
+
+
+def masked_rows(masked_m: Sequence[int], max_m: int) -> list[int]:
+    """The rows each group computes: its count clamped to 0 .. max_m."""
+    return [min(max(int(m), 0), max_m) for m in masked_m]
+
+
+def masked_tables(masked_m: Sequence[int], grid: MaskedGrid):
+    """(sizes, ranges, units) as the plan kernel writes them: sizes[g] = (m_g, N, K, 1)
+    rows; ranges[c] = CTA c's phase starts and end (absolute rows of the units table, zero
+    past the config's phases); units: {row: unit fields}, only the rows the plan writes
+    (the others keep whatever they held and are never walked)."""
+    rows = masked_rows(masked_m, grid.max_m)
+    counts = [phase_counts(m, grid) for m in rows]
+    phases = len(grid.widths)
+    # step 2: per phase, every group's first row among the phase's, and the phases' starts
+    offsets, totals = [], [0] * phases
+    for c in counts:
+        offsets.append(list(totals))
+        totals = [t + x for t, x in zip(totals, c)]
+    starts = [sum(totals[:p]) for p in range(phases)]
+    live = sum(totals)
+    units = {}
+    for g, m in enumerate(rows):
+        m_tiles, full, last = group_plan(m, grid.tile_m, grid.widths)
+        # the upper bound's tiles of the group, as the kernel's threads take them
+        for r in range(grid.m_tiles_bound * grid.n_tiles):
+            tn, tm = divmod(r, grid.m_tiles_bound)
+            if tm >= m_tiles:
+                continue
+            if tm < full:
+                p, j = 0, tn * full + tm
+            else:
+                p, j = last, tn
+            i = starts[p] + offsets[g][p] + j
+            units[(i % grid.grid) * grid.unit_stride + i // grid.grid] = (
+                g, tm, tn, 0, grid.k_tiles, UNIT_WHOLE, 0, -1)
+    ranges = []
+    for c in range(grid.grid):
+        base = c * grid.unit_stride
+        row = [base + (s - c + grid.grid - 1) // grid.grid for s in starts]
+        row.append(base + (live - c + grid.grid - 1) // grid.grid)
+        ranges.append(tuple(row + [0] * (RANGE_FIELDS - len(row))))
+    sizes = [(m, grid.n, grid.k, 1) for m in rows]
+    assert all(len(u) == UNIT_FIELDS for u in units.values())
+    return sizes, ranges, units
+
+
+def walked_units(ranges, units, grid: MaskedGrid):
+    """Per CTA, (its units in the order it walks them, its phase starts relative to its
+    first row): the plan's tables read back as WorkSchedule's cta_units and starts."""
+    phases = len(grid.widths)
+    ctas, starts = [], []
+    for r in ranges:
+        ctas.append(tuple(units[i] for i in range(r[0], r[phases])))
+        starts.append(tuple(s - r[0] for s in r[:phases]))
+    return tuple(ctas), tuple(starts)

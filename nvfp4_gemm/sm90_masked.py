@@ -1,0 +1,441 @@
+"""The Hopper kernel behind the masked op (moe.grouped_mm_masked): token counts on the GPU.
+
+Two kernels a call, both on the caller's current CUDA stream:
+
+  MaskedPlanKernel   one CTA: from masked_m, the sizes, ranges and units tables the GEMM
+                     walks (masked_plan.py's algorithm, which its Python mirror tests);
+  Sm90MaskedGemm     the leaderboard's Hopper GEMM (sm90.Sm90Fp4GroupedGemm) over a grid
+                     fixed by the buffers (MaskedGrid), storing C only below each group's M.
+
+plus, once per set of buffers, the descriptor init of the leaderboard kernel at max_m rows.
+This module is not part of submission.py (tools/build_submission.py leaves it out): it
+launches on the caller's stream, which the leaderboard's contract never selects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import torch
+
+from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
+from .common import Int32, Int64, SmemAllocator, ceil_div, cute, cutlass
+from .masked_plan import MASKED_PLAN_THREADS, MaskedGrid, masked_grid
+from .ptx import prefetch_l2, prefetch_lines
+from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_WHOLE
+from .sm90 import SM90_DESC_BYTES, SM90_NUM_DESC, Sm90Fp4GroupedGemm
+from .sm90_config import SM90_PACKED_K_TILE, Sm90Config, sm90_candidate_configs, sm90_makespan_us
+from .watchdog import WatchSettings, fake_watch_args
+
+try:
+    import cuda.bindings.driver as cuda_driver
+except ImportError:  # the torch paths still import
+    cuda_driver = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedPlanConfig:
+    """What the plan kernel is compiled for: the GEMM config's tile width and phase widths
+    (widths[0] is the tile's height)."""
+
+    tile_n: int
+    widths: tuple[int, ...]
+
+
+def masked_plan_is_legal(cfg: MaskedPlanConfig) -> bool:
+    """Descending widths, at most MAX_PHASES of them (the ranges row holds MAX_PHASES + 1)."""
+    w = cfg.widths
+    return (0 < len(w) <= MAX_PHASES and all(x > 0 for x in w) and list(w) == sorted(set(w), reverse=True)
+            and cfg.tile_n > 0)
+
+
+class MaskedPlanKernel:
+    """Per-group token counts on the GPU -> the Hopper GEMM's sizes, ranges and units tables.
+
+    How it works (one CTA of MASKED_PLAN_THREADS threads, thread g for group g):
+      1. thread g clamps masked_m[g] to 0 .. max_m, writes group g's sizes row (m, N, K,
+         1) and counts its tiles per phase (masked_plan.phase_counts) into shared memory;
+      2. an inclusive scan over the groups (Hillis-Steele, log2(threads) steps, all
+         phases at once) gives each group's rows per phase up to its own, the last entry
+         each phase's size, and so each phase's first row S_p of the schedule;
+      3. the threads walk the upper bound of tiles (every group full: G x M tiles x N
+         tiles), a thread per tile: a live tile (tm < the group's M tiles) is schedule row
+         i = S_p + the group's exclusive offset in phase p + its index in the group's run,
+         written as a whole-tile unit to units row (i % grid) * unit_stride + i // grid;
+      4. thread c writes CTA c's ranges row: its phase starts and end, from S_p and the
+         live total (masked_plan.masked_tables, step 3).
+    It lets the GEMM's grid launch at once (griddepcontrol.launch_dependents): the GEMM
+    reads no table before its griddepcontrol.wait, which waits for this grid's writes.
+
+    Constraints: G <= MASKED_PLAN_THREADS; widths as masked_plan_is_legal says.
+
+    Follows the grouped schedulers of CUTLASS (a persistent CTA's linear tile index mapped
+    to a group through the groups' tile counts) and FlashInfer's masked one, with the map
+    made once a call into the host schedule's own table format instead of in every CTA.
+    """
+
+    def __init__(self, config: MaskedPlanConfig):
+        assert masked_plan_is_legal(config), config
+        self.cfg = config
+        self.tile_m = config.widths[0]
+        self.phases = len(config.widths)
+
+    @cute.jit
+    def __call__(self, masked_ptr: cute.Pointer, sizes_ptr: cute.Pointer, ranges_ptr: cute.Pointer,
+                 units_ptr: cute.Pointer, groups: Int32, max_m: Int32, n: Int32, k: Int32, k_tiles: Int32,
+                 grid: Int32, unit_stride: Int32, stream: cuda_driver.CUstream):
+        self.kernel(masked_ptr, sizes_ptr, ranges_ptr, units_ptr, groups, max_m, n, k, k_tiles, grid,
+                    unit_stride).launch(grid=[1, 1, 1], block=[MASKED_PLAN_THREADS, 1, 1], stream=stream)
+
+    @cute.jit
+    def group_plan(self, m):
+        """(M tiles, those in phase 0, the last M tile's phase) of a group of m rows
+        (masked_plan.group_plan)."""
+        m_tiles = (m + self.tile_m - 1) // self.tile_m
+        last_rows = m - (m_tiles - 1) * self.tile_m
+        last = Int32(0)
+        for q in cutlass.range_constexpr(1, self.phases):
+            if last_rows <= self.cfg.widths[q]:
+                last = Int32(q)
+        full = m_tiles
+        if last != 0:
+            full = m_tiles - 1
+        return m_tiles, full, last
+
+    @cute.kernel
+    def kernel(self, masked_ptr, sizes_ptr, ranges_ptr, units_ptr, groups, max_m, n, k, k_tiles, grid,
+               unit_stride):
+        tidx, _, _ = cute.arch.thread_idx()
+        cute.arch.griddepcontrol_launch_dependents()
+        threads = MASKED_PLAN_THREADS
+        fields = {
+            "rows": cute.struct.MemRange[cutlass.Int32, threads],
+            "scan": cute.struct.MemRange[cutlass.Int32, MAX_PHASES * threads],
+        }
+        storage = SmemAllocator().allocate(
+            cute.struct(type("PlanStorage", (), {"__annotations__": fields})))
+        sRows = storage.rows.get_tensor(cute.make_layout(threads))
+        sScan = storage.scan.get_tensor(cute.make_layout((threads, MAX_PHASES), stride=(1, threads)))
+        mMasked = cute.make_tensor(masked_ptr, cute.make_layout(1 << 20))
+        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
+        mRanges = cute.make_tensor(ranges_ptr, cute.make_layout((RANGE_FIELDS, 1 << 20), stride=(1, RANGE_FIELDS)))
+        mUnits = cute.make_tensor(units_ptr, cute.make_layout((UNIT_FIELDS, 1 << 24), stride=(1, UNIT_FIELDS)))
+        n_tiles = (n + self.cfg.tile_n - 1) // self.cfg.tile_n
+
+        # 1. this thread's group: its rows, its sizes row, its tiles per phase
+        m = Int32(0)
+        if tidx < groups:
+            m = cutlass.min(cutlass.max(mMasked[tidx], Int32(0)), max_m)
+            mSizes[0, tidx] = m
+            mSizes[1, tidx] = n
+            mSizes[2, tidx] = k
+            mSizes[3, tidx] = Int32(1)
+        sRows[tidx] = m
+        m_tiles, full, last = self.group_plan(m)
+        for p in cutlass.range_constexpr(self.phases):
+            count = Int32(0)
+            if cutlass.const_expr(p == 0):
+                count = full * n_tiles
+            else:
+                if last == p:
+                    count = n_tiles
+            sScan[tidx, p] = count
+        cute.arch.barrier()
+
+        # 2. inclusive scan over the groups, every phase at once
+        for step in cutlass.range_constexpr(threads.bit_length() - 1):
+            d = 1 << step
+            mine = []
+            for p in cutlass.range_constexpr(self.phases):
+                prev = Int32(0)
+                if tidx >= d:
+                    prev = sScan[tidx - d, p]
+                mine.append(sScan[tidx, p] + prev)
+            cute.arch.barrier()
+            for p in cutlass.range_constexpr(self.phases):
+                sScan[tidx, p] = mine[p]
+            cute.arch.barrier()
+        totals = [sScan[threads - 1, p] for p in range(self.phases)]
+        starts = [Int32(0) for _ in range(self.phases)]
+        for p in cutlass.range_constexpr(1, self.phases):
+            starts[p] = starts[p - 1] + totals[p - 1]
+        live = starts[self.phases - 1] + totals[self.phases - 1]
+
+        # 3. the live tiles of the upper bound -> their units rows
+        m_bound = (max_m + self.tile_m - 1) // self.tile_m
+        per_group = m_bound * n_tiles
+        for idx in cutlass.range(tidx, groups * per_group, threads, unroll=1):
+            g = idx // per_group
+            r = idx - g * per_group
+            tn = r // m_bound
+            tm = r - tn * m_bound
+            g_tiles, g_full, g_last = self.group_plan(sRows[g])
+            if tm < g_tiles:
+                # phase 0: the group's full tiles, column by column; else its last M tile
+                i = starts[0] + sScan[g, 0] - g_full * n_tiles + tn * g_full + tm
+                if tm >= g_full:
+                    for p in cutlass.range_constexpr(1, self.phases):
+                        if g_last == p:
+                            i = starts[p] + sScan[g, p] - n_tiles + tn
+                row = (i % grid) * unit_stride + i // grid
+                unit = (g, tm, tn, Int32(0), k_tiles, Int32(UNIT_WHOLE), Int32(0), Int32(-1))
+                for f in cutlass.range_constexpr(UNIT_FIELDS):
+                    mUnits[f, row] = unit[f]
+
+        # 4. each CTA's phase starts and end
+        for c in cutlass.range(tidx, grid, threads, unroll=1):
+            base = c * unit_stride
+            for p in cutlass.range_constexpr(self.phases):
+                mRanges[p, c] = base + (starts[p] - c + grid - 1) // grid
+            mRanges[self.phases, c] = base + (live - c + grid - 1) // grid
+            for f in cutlass.range_constexpr(self.phases + 1, RANGE_FIELDS):
+                mRanges[f, c] = Int32(0)
+
+
+class Sm90MaskedGemm(Sm90Fp4GroupedGemm):
+    """The Hopper GEMM over the masked plan's tables (Sm90Fp4GroupedGemm says how it works).
+
+    What differs:
+      - the grid (MaskedGrid.grid) covers the upper bound of tiles; a CTA whose ranges are
+        empty (fewer live tiles than CTAs) leaves at once;
+      - every tile's C goes out by 16-byte stores predicated on its group's M
+        (DIRECT_STORES): the C descriptors hold max_m rows, so a TMA store would write the
+        rows at or above masked_m[g], which the op leaves alone;
+      - before the grid dependency wait, the tables the plan kernel writes (sizes, ranges,
+        units) are prefetched into L2 only: the plan may still be writing them, and L2,
+        unlike L1, is where its writes land;
+      - it launches on the caller's stream, with the descriptor init too.
+    Constraints: Sm90Fp4GroupedGemm's, with whole tiles only (no split-K).
+    """
+
+    DIRECT_STORES = True
+
+    def __init__(self, config: Sm90Config):
+        assert not config.split_k, config
+        super().__init__(config, WatchSettings(enabled=False))
+
+    @cute.jit
+    def __call__(self, sizes_ptr: cute.Pointer, ptrs_ptr: cute.Pointer, ranges_ptr: cute.Pointer,
+                 units_ptr: cute.Pointer, tmaps_ptr: cute.Pointer, partials_ptr: cute.Pointer,
+                 flags_ptr: cute.Pointer, num_ctas: Int32, unit_stride: Int32, num_groups: Int32,
+                 record_ptr: cute.Pointer, claim_ptr: cute.Pointer, launch_tag: Int32, timeout_ns: Int64,
+                 stream: cuda_driver.CUstream):
+        """Sm90Fp4GroupedGemm.__call__'s arguments (split-K's and the watchdog's are null:
+        both are compiled out), then the stream."""
+        self.launch_gemm((sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, partials_ptr, flags_ptr,
+                          num_ctas, unit_stride, num_groups, record_ptr, claim_ptr, launch_tag, timeout_ns),
+                         {"stream": stream})
+
+    @cute.jit
+    def init_on(self, sizes_ptr: cute.Pointer, ptrs_ptr: cute.Pointer, tmaps_ptr: cute.Pointer,
+                num_groups: Int32, stream: cuda_driver.CUstream):
+        """init_tensormaps on the caller's stream."""
+        atom_a, atom_b, atom_c = self._make_tma_atoms(tmaps_ptr.toint(), Int32(128), Int32(128))
+        self.init_kernel(atom_a, atom_b, atom_c, sizes_ptr, ptrs_ptr, tmaps_ptr).launch(
+            grid=[num_groups, 1, 1], block=[32, 1, 1], stream=stream)
+
+    @cute.jit
+    def prefetch_schedule(self, sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, unit_stride, num_groups):
+        """Sm90Fp4GroupedGemm.prefetch_schedule, with the plan kernel's tables into L2 only
+        (the class docstring says why); the pointer table, written by host copies before the
+        launch, still goes to L1."""
+        bidx, _, _ = cute.arch.block_idx()
+        lane = cute.arch.lane_idx()
+        if lane == 0:
+            prefetch_l2(ranges_ptr.toint() + Int64(bidx) * (RANGE_FIELDS * 4))
+            prefetch_l2(units_ptr.toint() + Int64(bidx * unit_stride) * (UNIT_FIELDS * 4))
+        prefetch_lines(sizes_ptr.toint(), num_groups * (4 * 4), lane, True)
+        prefetch_lines(ptrs_ptr.toint(), num_groups * (5 * 8), lane, False)
+        prefetch_lines(tmaps_ptr.toint(), num_groups * (SM90_NUM_DESC * SM90_DESC_BYTES), lane, True)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedKernels:
+    """One config's compiled masked kernels: the descriptor init, the plan and the GEMM."""
+
+    config: Sm90Config
+    init: object
+    plan: object
+    gemm: object
+
+
+def _fake_queue():
+    return cuda_driver.CUstream(0)
+
+
+@functools.lru_cache(maxsize=8)
+def compile_masked_sm90(config: Sm90Config) -> MaskedKernels:
+    """Compiles the three kernels of a config for sm_90a (no GPU needed)."""
+    op = Sm90MaskedGemm(config)
+    plan = MaskedPlanKernel(MaskedPlanConfig(config.tile_n, tuple(config.widths)))
+    i32, i64 = cutlass.Int32, cutlass.Int64
+    init_fn = cute.compile(op.init_on, fake_ptr(i32), fake_ptr(i64), fake_ptr(i64, 128), Int32(1), _fake_queue())
+    plan_fn = cute.compile(plan, fake_ptr(i32), fake_ptr(i32), fake_ptr(i32), fake_ptr(i32),
+                           *[Int32(1)] * 7, _fake_queue())
+    gemm_fn = cute.compile(op, fake_ptr(i32), fake_ptr(i64), fake_ptr(i32), fake_ptr(i32), fake_ptr(i64, 128),
+                           fake_ptr(cutlass.Float32), fake_ptr(i32), Int32(1), Int32(1), Int32(1),
+                           *fake_watch_args(), _fake_queue())
+    return MaskedKernels(config, init_fn, plan_fn, gemm_fn)
+
+
+def bind_masked(kernels: MaskedKernels, grid: MaskedGrid, tables: dict, queue: int):
+    """(init, plan, gemm) launchers on stream handle `queue` for one set of buffers:
+    tables holds masked_m's address and the device tensors sizes, desc_sizes, ptrs,
+    ranges, units, tmaps."""
+    q = cuda_driver.CUstream(queue)
+    t = tables
+    init = bind_launch(kernels.init, (gmem_arg(t["desc_sizes"], cutlass.Int32), gmem_arg(t["ptrs"], cutlass.Int64),
+                                      gmem_arg(t["tmaps"], cutlass.Int64, 128), int_arg(Int32, grid.groups), q))
+    plan = bind_launch(kernels.plan, (
+        KernelArg(cutlass.Int32, t["masked_m"], True), gmem_arg(t["sizes"], cutlass.Int32),
+        gmem_arg(t["ranges"], cutlass.Int32), gmem_arg(t["units"], cutlass.Int32),
+        *(int_arg(Int32, v) for v in (grid.groups, grid.max_m, grid.n, grid.k, grid.k_tiles, grid.grid,
+                                      grid.unit_stride)), q))
+    gemm = bind_launch(kernels.gemm, (
+        gmem_arg(t["sizes"], cutlass.Int32), gmem_arg(t["ptrs"], cutlass.Int64),
+        gmem_arg(t["ranges"], cutlass.Int32), gmem_arg(t["units"], cutlass.Int32),
+        gmem_arg(t["tmaps"], cutlass.Int64, 128), KernelArg(cutlass.Float32, 0, True), KernelArg(cutlass.Int32, 0, True),
+        int_arg(Int32, grid.grid), int_arg(Int32, grid.unit_stride), int_arg(Int32, grid.groups),
+        KernelArg(cutlass.Int32, 0, True), KernelArg(cutlass.Int32, 0, True), int_arg(Int32, 0), int_arg(Int64, 0), q))
+    return init, plan, gemm
+
+
+def device_tables(grid: MaskedGrid, device: torch.device) -> dict:
+    """The device tables of one set of buffers, uninitialized (the plan writes sizes,
+    ranges and units every call; the caller fills desc_sizes and ptrs once)."""
+    def ints(*shape, dtype=torch.int32):
+        return torch.empty(shape, dtype=dtype, device=device)
+    return {
+        "sizes": ints(max(grid.groups, 1), 4),
+        "ranges": ints(grid.grid, RANGE_FIELDS),
+        "units": ints(grid.grid * grid.unit_stride, UNIT_FIELDS),
+        "tmaps": ints(max(grid.groups, 1) * SM90_NUM_DESC * SM90_DESC_BYTES // 8, dtype=torch.int64),
+    }
+
+
+# ------------------------------------------------------------------ host side of a call
+def choose_masked_config(groups: int, max_m: int, n: int, k: int, expected_m: int | None,
+                         num_sms: int) -> Sm90Config:
+    """The whole-tile config the leaderboard path's chooser models fastest for G groups of
+    expected_m rows (max_m without the hint): a hint picks the config, never a result."""
+    m = max_m if expected_m is None else min(max(int(expected_m), 1), max_m)
+    sizes = [(m, n, k, 1)] * groups
+    configs = [cfg for cfg in sm90_candidate_configs(sizes, num_sms) if not cfg.split_k]
+    return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
+
+
+def masked_kernel_refusal(p, a, sfa, b, sfb) -> str | None:
+    """Why the Hopper kernel cannot take this call (None: it can): the problem's sizes and
+    the operands' alignment, from metadata alone."""
+    if p.k % 256:
+        return f"K = {p.k} is not a multiple of 256"
+    if p.groups > MASKED_PLAN_THREADS:
+        return f"G = {p.groups} groups is more than the plan kernel's {MASKED_PLAN_THREADS}"
+    for name, t in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb)):
+        if t.data_ptr() % 16:
+            return f"'{name}' does not start on a 16-byte boundary (TMA)"
+    return None
+
+
+@dataclasses.dataclass
+class MaskedEntry:
+    """One set of buffers' device tables, its config and its launchers per stream handle."""
+
+    grid: MaskedGrid
+    config: Sm90Config
+    tables: dict
+    launchers: dict = dataclasses.field(default_factory=dict)
+    initialized: bool = False
+    operands: tuple | None = None  # until initialized: the tensors whose addresses the rows take
+
+
+def write_pointer_rows(ptrs: torch.Tensor, a, sfa, b, sfb, out, grid: MaskedGrid) -> None:
+    """ptrs (G, 5) int64 <- each group's token, weight, token scale, weight scale and C
+    addresses (the layout sm90.Sm90Fp4GroupedGemm reads), computed on the GPU from the
+    bases and strides: no host table, so nothing to copy and nothing a capture could not
+    hold."""
+    g = torch.arange(grid.groups, dtype=torch.int64, device=ptrs.device)
+    k_half = grid.k // 2
+    rest_k = ceil_div(grid.k // 16, 4)
+    strides = (grid.max_m * k_half, grid.n * k_half, ceil_div(grid.max_m, 128) * rest_k * 512,
+               ceil_div(grid.n, 128) * rest_k * 512, grid.max_m * grid.n * 2)
+    for col, (t, stride) in enumerate(zip((a, b, sfa, sfb, out), strides)):
+        ptrs[:, col].copy_(g * stride + t.data_ptr())
+
+
+class MaskedSm90Runner:
+    """The masked op on a Hopper GPU: per call, the plan and the GEMM on the current stream,
+    with config choices, compiled kernels and per-buffer tables cached.
+
+    Host work per call, once a set of buffers has been seen: a dict lookup on the buffers'
+    addresses and sizes, the current stream's handle, two launches by bound launchers. A
+    new set of buffers fills its pointer and descriptor-size tables by kernels (no copy
+    from the host) and runs the descriptor init first. Its tables are allocated while a
+    side stream is current, so that they come from the ordinary pool even inside a CUDA
+    graph capture or torch.compile's graph-tree warm-up, whose private pool takes only the
+    captured stream's allocations (a table kept in the runner would otherwise be a live
+    tensor of that pool which no graph output accounts for)."""
+
+    def __init__(self, device: torch.device, num_sms: int, maxsize: int = 64):
+        self.device = device
+        self.num_sms = num_sms
+        self.maxsize = maxsize
+        self.entries: dict = {}
+        self.configs: dict = {}
+        self.loaded: set = set()  # configs whose kernels have run outside a capture
+        self.side = torch.cuda.Stream(device)
+
+    def entry(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> MaskedEntry:
+        ckey = (p.groups, p.max_m, p.n, p.k, expected_m)
+        cfg = self.configs.get(ckey)
+        if cfg is None:
+            cfg = self.configs[ckey] = choose_masked_config(p.groups, p.max_m, p.n, p.k, expected_m, self.num_sms)
+        key = (a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), masked_m.data_ptr(), out.data_ptr(),
+               p.groups, p.max_m, p.n, p.k, cfg)
+        e = self.entries.get(key)
+        if e is None:
+            if len(self.entries) >= self.maxsize:
+                self.entries.pop(next(iter(self.entries)))
+            grid = masked_grid(p.groups, p.max_m, p.n, p.k, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths,
+                               self.num_sms)
+            with torch.cuda.stream(self.side):  # allocation only: the fills are on the caller's stream
+                tables = device_tables(grid, self.device)
+                tables["ptrs"] = torch.empty((p.groups, 5), dtype=torch.int64, device=self.device)
+                tables["desc_sizes"] = torch.empty((p.groups, 4), dtype=torch.int32, device=self.device)
+            tables["masked_m"] = masked_m.data_ptr()  # its address only: the caller owns the tensor
+            e = self.entries[key] = MaskedEntry(grid, cfg, tables, operands=(a, sfa, b, sfb, out))
+        return e
+
+    @staticmethod
+    def prepare(e: MaskedEntry, init) -> None:
+        """The entry's pointer and descriptor-size rows, then its descriptors (init)."""
+        a, sfa, b, sfb, out = e.operands
+        write_pointer_rows(e.tables["ptrs"], a, sfa, b, sfb, out, e.grid)
+        for col, value in enumerate((e.grid.max_m, e.grid.n, e.grid.k, 1)):
+            e.tables["desc_sizes"][:, col].fill_(value)
+        init()
+
+    def run(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> None:
+        e = self.entry(a, sfa, b, sfb, masked_m, out, p, expected_m)
+        capturing = torch.cuda.is_current_stream_capturing()
+        if capturing and e.config not in self.loaded:
+            raise RuntimeError(
+                f"grouped_mm_masked: the Hopper kernel {e.config.name} has not run on {self.device} yet, and "
+                "its first run (compile and module load) cannot be captured; run the op once with these "
+                "sizes before capturing it")
+        queue = torch.cuda.current_stream(self.device).cuda_stream
+        launchers = e.launchers.get(queue)
+        if launchers is None:
+            launchers = e.launchers[queue] = bind_masked(compile_masked_sm90(e.config), e.grid, e.tables, queue)
+        init, plan, gemm = launchers
+        if not e.initialized:
+            # in a capture this is recorded, not run: the entry stays uninitialized, so an
+            # eager call before the graph's first replay prepares it again
+            self.prepare(e, init)
+            e.initialized = not capturing
+            e.operands = None if e.initialized else e.operands
+        plan()
+        gemm()
+        if not capturing:
+            self.loaded.add(e.config)

@@ -1,0 +1,158 @@
+"""The masked op's tile plan on the CPU: its Python mirror (masked_plan.masked_tables, the
+algorithm of the device plan kernel) against the Hopper leaderboard path's host schedule
+for the same token counts, and the compiled masked kernels' PTX for sm_90a under both DSLs."""
+
+import glob
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cases import ROOT
+
+from nvfp4_gemm.masked_plan import (
+    MASKED_PLAN_THREADS,
+    masked_grid,
+    masked_rows,
+    masked_tables,
+    walked_units,
+)
+from nvfp4_gemm.schedule import RANGE_FIELDS, phased_tile_schedule, round_robin_units
+from nvfp4_gemm.sm90_config import SM90_PACKED_K_TILE, sm90_offered_configs
+
+WHOLE_TILE_CONFIGS = [c for c in sm90_offered_configs(((1, 128, 256, 1),), 132) if not c.split_k]
+EDGES = (0, 1, 31, 32, 33, 127, 128, 129)
+
+
+def _host_schedule(counts, grid, cfg):
+    """The leaderboard path's whole-tile schedule (sm90_config._sm90_work_schedule's) for
+    groups of the clamped counts, on the masked grid's CTAs."""
+    sizes = [(m, grid.n, grid.k, 1) for m in masked_rows(counts, grid.max_m)]
+    rows, phase_sizes = phased_tile_schedule(sizes, cfg.tile_n, cfg.widths)
+    return round_robin_units(rows, phase_sizes, [grid.k // SM90_PACKED_K_TILE] * grid.groups, grid.grid)
+
+
+def _patterns(groups, max_m, rng):
+    yield (0,) * groups
+    yield tuple(max_m if g == groups // 2 else 0 for g in range(groups))
+    yield (max_m,) * groups
+    yield tuple(EDGES[g % len(EDGES)] for g in range(groups))
+    yield tuple(rng.choice((-7, 0, 1, max_m, max_m + 5, 2**31 - 1, rng.randint(0, max_m))) for _ in range(groups))
+
+
+@pytest.mark.parametrize("cfg", WHOLE_TILE_CONFIGS, ids=lambda c: c.name)
+def test_the_plan_is_the_host_schedule_of_the_same_counts(cfg):
+    """Per CTA, the units the plan's tables make it walk and its phase starts are those of
+    round_robin_units over phased_tile_schedule for the clamped counts: the device plan
+    gives the GEMM the leaderboard path's own schedule. Edge counts, all empty, one full,
+    all full, out of range; every config the chooser offers without split-K."""
+    rng = random.Random(cfg.tile_n + len(cfg.widths))
+    cases = 0
+    for groups in (1, 3, 8, 64):
+        for max_m in (1, 8, 16, 33, 128, 129, 512):
+            for n in (256, 4096):
+                grid = masked_grid(groups, max_m, n, 512, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths, 132)
+                for counts in _patterns(groups, max_m, rng):
+                    sizes, ranges, units = masked_tables(counts, grid)
+                    host = _host_schedule(counts, grid, cfg)
+                    assert walked_units(ranges, units, grid) == (host.cta_units, host.starts), (groups, max_m, counts)
+                    assert len(units) == sum(map(len, host.cta_units))
+                    assert all(0 <= row < grid.grid * grid.unit_stride for row in units)
+                    assert sizes == [(m, n, 512, 1) for m in masked_rows(counts, max_m)]
+                    assert all(len(r) == RANGE_FIELDS and r[len(cfg.widths) + 1:] == (0,) * (RANGE_FIELDS - len(cfg.widths) - 1)
+                               for r in ranges)
+                    cases += 1
+    assert cases == 4 * 7 * 2 * 5
+
+
+def test_the_launch_shape_depends_on_the_buffers_alone():
+    """grid and unit_stride cover the upper bound of tiles, whatever the counts: a graph
+    captured once holds every call's plan."""
+    cfg = WHOLE_TILE_CONFIGS[0]
+    grid = masked_grid(64, 8, 4096, 7168, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths, 132)
+    assert grid.tiles_bound == 64 * 1 * 32 and grid.grid == 132
+    assert grid.grid * grid.unit_stride >= grid.tiles_bound
+    one = masked_grid(1, 1, 128, 256, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths, 132)
+    assert (one.grid, one.unit_stride) == (1, 1)
+    _, ranges, units = masked_tables([0], one)
+    assert units == {} and ranges == [(0,) * RANGE_FIELDS]
+
+
+def test_counts_are_clamped_as_the_op_documents():
+    assert masked_rows([-5, 0, 3, 8, 9, 2**31 - 1, -(2**31)], 8) == [0, 0, 3, 8, 8, 8, 0]
+
+
+def test_the_kernel_path_refuses_what_it_cannot_take():
+    torch = pytest.importorskip("torch")
+    from nvfp4_gemm.moe import MaskedProblem
+    from nvfp4_gemm.sm90_masked import masked_kernel_refusal
+
+    def t(nbytes=64, offset=0):
+        return torch.zeros(nbytes + offset, dtype=torch.uint8)[offset:]
+
+    ok = MaskedProblem(2, 8, 128, 512, torch.device("cpu"))
+    assert masked_kernel_refusal(ok, t(), t(), t(), t()) is None
+    assert "multiple of 256" in masked_kernel_refusal(MaskedProblem(2, 8, 128, 272, ok.device), t(), t(), t(), t())
+    many = MaskedProblem(MASKED_PLAN_THREADS + 1, 8, 128, 512, ok.device)
+    assert "groups" in masked_kernel_refusal(many, t(), t(), t(), t())
+    assert "'sfb'" in masked_kernel_refusal(ok, t(), t(), t(), t(offset=8))
+
+
+# ----------------------------------------------------------------------------------------
+# the compiled kernels' PTX (sm_90a, no GPU): under the DSL here and under 4.5.2
+# ----------------------------------------------------------------------------------------
+_COMPILE = """
+import sys
+from nvfp4_gemm.sm90_config import make_sm90_config
+from nvfp4_gemm.sm90_masked import compile_masked_sm90
+compile_masked_sm90(make_sm90_config(**{cfg!r}))
+"""
+
+
+def _pythons():
+    yield pytest.param(sys.executable, id="dsl-here")
+    other = os.environ.get("NVFP4_DSL452_PYTHON")
+    yield pytest.param(other, id="dsl-4.5.2", marks=pytest.mark.skipif(
+        not other, reason="NVFP4_DSL452_PYTHON is not set (a python with nvidia-cutlass-dsl 4.5.2)"))
+
+
+def _masked_ptx(tmp_path, python, cfg) -> dict:
+    pytest.importorskip("cutlass")
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    subprocess.run([python, "-c", _COMPILE.format(cfg=cfg)], check=True, env=env, cwd=ROOT, timeout=900)
+    found = {}
+    for path in glob.glob(str(tmp_path / "*.ptx")):
+        name = Path(path).name
+        kind = "plan" if "MaskedPlanKernel" in name else "init" if "init_on" in name else "gemm"
+        assert kind not in found, name
+        found[kind] = Path(path).read_text()
+    assert set(found) == {"plan", "init", "gemm"}, sorted(found)
+    return found
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+@pytest.mark.parametrize("python", list(_pythons()))
+@pytest.mark.parametrize("cfg", [{"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 3}, {"tile_n": 256}],
+                         ids=["decode", "tile_n256"])
+def test_the_masked_kernels_ptx(tmp_path, python, cfg):
+    """The masked GEMM stores C with predicated 16-byte stores only (no TMA store, whose
+    box would cover rows at or above masked_m), reads nothing before its grid dependency
+    wait and prefetches only the host-written pointer table into L1 there (the plan
+    kernel's tables to L2: the plan may still be writing them); no local memory. The plan
+    kernel lets the GEMM launch early and syncs its block once per scan step."""
+    ptx = _masked_ptx(tmp_path, python, cfg)
+    gemm, plan = ptx["gemm"], ptx["plan"]
+    assert "wgmma.mma_async" in gemm and "cp.async.bulk.tensor.2d.shared::cluster.global" in gemm
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" not in gemm
+    assert "@p st.global.v4.b32" in gemm
+    before = gemm[:gemm.index("griddepcontrol.wait;")]
+    assert before.count("prefetch.global.L1") == 1 and before.count("prefetch.global.L2") == 4
+    assert "ld.global" not in before
+    for text in (gemm, plan, ptx["init"]):
+        assert "ld.local" not in text and "st.local" not in text
+    assert "griddepcontrol.launch_dependents" in plan and "griddepcontrol.wait" not in plan
+    steps = MASKED_PLAN_THREADS.bit_length() - 1
+    assert plan.count("bar.sync") + plan.count("barrier.sync") >= 2 * steps + 1
