@@ -61,6 +61,7 @@ from .formats import (
     _e2m1_pair_table,
     _e2m1_pair_tables,
 )
+from .graph_pools import outside_graph_pools
 from .inputs import _FP4_DTYPES
 from .torch_paths import _dequantize_rows, decode_batches
 
@@ -199,15 +200,12 @@ def _pair_table(device: torch.device) -> torch.Tensor:
                 f"grouped_mm_masked: first call on {device} inside a CUDA graph capture; run the "
                 "op once on this device before capturing it (it builds its decode table then)")
         if device.type == "cuda":
-            # built while a side stream is current, so that its tensors come from the
-            # ordinary pool even in torch.compile's graph-tree warm-up, whose private pool
-            # takes the warmed stream's allocations (a cached table there is a live tensor
-            # no graph output accounts for, which the graph tree refuses)
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                table = _e2m1_pair_table(device)
-            torch.cuda.current_stream(device).wait_stream(side)
+            # allocated outside any graph's pool (a cached table in torch.compile's graph-tree
+            # warm-up would be a live tensor of its pool), filled on the caller's stream
+            host = _e2m1_pair_table(torch.device("cpu"))
+            table = outside_graph_pools(lambda: torch.empty_like(host, device=device), device)
+            table.copy_(host)
+            _e2m1_pair_tables[device] = table
         else:
             table = _e2m1_pair_table(device)
     return table

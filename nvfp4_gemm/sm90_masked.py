@@ -21,6 +21,7 @@ import torch
 
 from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, SmemAllocator, ceil_div, cute, cutlass
+from .graph_pools import outside_graph_pools
 from .masked_plan import MASKED_PLAN_THREADS, MaskedGrid, masked_grid
 from .ptx import prefetch_l2, prefetch_lines
 from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_WHOLE
@@ -371,11 +372,9 @@ class MaskedSm90Runner:
     Host work per call, once a set of buffers has been seen: a dict lookup on the buffers'
     addresses and sizes, the current stream's handle, two launches by bound launchers. A
     new set of buffers fills its pointer and descriptor-size tables by kernels (no copy
-    from the host) and runs the descriptor init first. Its tables are allocated while a
-    side stream is current, so that they come from the ordinary pool even inside a CUDA
-    graph capture or torch.compile's graph-tree warm-up, whose private pool takes only the
-    captured stream's allocations (a table kept in the runner would otherwise be a live
-    tensor of that pool which no graph output accounts for)."""
+    from the host) and runs the descriptor init first. Its tables come from the ordinary
+    pool even inside a CUDA graph capture or torch.compile's graph-tree warm-up
+    (graph_pools.outside_graph_pools)."""
 
     def __init__(self, device: torch.device, num_sms: int, maxsize: int = 64):
         self.device = device
@@ -384,7 +383,6 @@ class MaskedSm90Runner:
         self.entries: dict = {}
         self.configs: dict = {}
         self.loaded: set = set()  # configs whose kernels have run outside a capture
-        self.side = torch.cuda.Stream(device)
 
     def entry(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> MaskedEntry:
         ckey = (p.groups, p.max_m, p.n, p.k, expected_m)
@@ -399,10 +397,12 @@ class MaskedSm90Runner:
                 self.entries.pop(next(iter(self.entries)))
             grid = masked_grid(p.groups, p.max_m, p.n, p.k, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths,
                                self.num_sms)
-            with torch.cuda.stream(self.side):  # allocation only: the fills are on the caller's stream
-                tables = device_tables(grid, self.device)
-                tables["ptrs"] = torch.empty((p.groups, 5), dtype=torch.int64, device=self.device)
-                tables["desc_sizes"] = torch.empty((p.groups, 4), dtype=torch.int32, device=self.device)
+            def allocate():  # allocation only: the fills are on the caller's stream (prepare)
+                t = device_tables(grid, self.device)
+                t["ptrs"] = torch.empty((p.groups, 5), dtype=torch.int64, device=self.device)
+                t["desc_sizes"] = torch.empty((p.groups, 4), dtype=torch.int32, device=self.device)
+                return t
+            tables = outside_graph_pools(allocate, self.device)
             tables["masked_m"] = masked_m.data_ptr()  # its address only: the caller owns the tensor
             e = self.entries[key] = MaskedEntry(grid, cfg, tables, operands=(a, sfa, b, sfb, out))
         return e

@@ -759,14 +759,17 @@ print("ran", len(PATTERNS), "patterns")
 @pytest.mark.slow
 def test_memcheck_finds_nothing_in_the_masked_kernels(tmp_path):
     """compute-sanitizer's memcheck over the op's kernel path for every pattern: no
-    out-of-bounds or misaligned access, no error."""
+    out-of-bounds or misaligned access in any kernel."""
     import shutil
 
     tool = shutil.which("compute-sanitizer") or next(
         (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
     if tool is None:
         pytest.skip("compute-sanitizer is not installed")
-    run = subprocess.run([tool, "--tool", "memcheck", "--error-exitcode", "3", sys.executable, "-c", _MEMCHECK],
+    # API errors are not reported: the DSL's probes of driver features return some
+    # (tools/watchdog_check.py's sanitized runs leave them out alike)
+    run = subprocess.run([tool, "--tool", "memcheck", "--report-api-errors", "no", "--error-exitcode", "3",
+                          sys.executable, "-c", _MEMCHECK],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     text = run.stdout + run.stderr
     assert run.returncode == 0 and "ERROR SUMMARY: 0 errors" in text, text[-3000:]
