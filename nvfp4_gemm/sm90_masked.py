@@ -348,21 +348,23 @@ class MaskedEntry:
     tables: dict
     launchers: dict = dataclasses.field(default_factory=dict)
     initialized: bool = False
-    operands: tuple | None = None  # until initialized: the tensors whose addresses the rows take
+    # the base addresses of a, b, sfa, sfb, out: addresses only, since a tensor kept here
+    # would stay live (in a graph's pool, where a capture made it)
+    bases: tuple = ()
 
 
-def write_pointer_rows(ptrs: torch.Tensor, a, sfa, b, sfb, out, grid: MaskedGrid) -> None:
+def write_pointer_rows(ptrs: torch.Tensor, bases: tuple[int, ...], grid: MaskedGrid) -> None:
     """ptrs (G, 5) int64 <- each group's token, weight, token scale, weight scale and C
-    addresses (the layout sm90.Sm90Fp4GroupedGemm reads), computed on the GPU from the
-    bases and strides: no host table, so nothing to copy and nothing a capture could not
-    hold."""
+    addresses (the layout sm90.Sm90Fp4GroupedGemm reads), from the base addresses of a, b,
+    sfa, sfb and out and their strides, computed on the GPU: no host table, so nothing to
+    copy and nothing a capture could not hold."""
     g = torch.arange(grid.groups, dtype=torch.int64, device=ptrs.device)
     k_half = grid.k // 2
     rest_k = ceil_div(grid.k // 16, 4)
     strides = (grid.max_m * k_half, grid.n * k_half, ceil_div(grid.max_m, 128) * rest_k * 512,
                ceil_div(grid.n, 128) * rest_k * 512, grid.max_m * grid.n * 2)
-    for col, (t, stride) in enumerate(zip((a, b, sfa, sfb, out), strides)):
-        ptrs[:, col].copy_(g * stride + t.data_ptr())
+    for col, (base, stride) in enumerate(zip(bases, strides)):
+        ptrs[:, col].copy_(g * stride + base)
 
 
 class MaskedSm90Runner:
@@ -404,14 +406,14 @@ class MaskedSm90Runner:
                 return t
             tables = outside_graph_pools(allocate, self.device)
             tables["masked_m"] = masked_m.data_ptr()  # its address only: the caller owns the tensor
-            e = self.entries[key] = MaskedEntry(grid, cfg, tables, operands=(a, sfa, b, sfb, out))
+            bases = tuple(t.data_ptr() for t in (a, b, sfa, sfb, out))
+            e = self.entries[key] = MaskedEntry(grid, cfg, tables, bases=bases)
         return e
 
     @staticmethod
     def prepare(e: MaskedEntry, init) -> None:
         """The entry's pointer and descriptor-size rows, then its descriptors (init)."""
-        a, sfa, b, sfb, out = e.operands
-        write_pointer_rows(e.tables["ptrs"], a, sfa, b, sfb, out, e.grid)
+        write_pointer_rows(e.tables["ptrs"], e.bases, e.grid)
         for col, value in enumerate((e.grid.max_m, e.grid.n, e.grid.k, 1)):
             e.tables["desc_sizes"][:, col].fill_(value)
         init()
@@ -434,7 +436,6 @@ class MaskedSm90Runner:
             # eager call before the graph's first replay prepares it again
             self.prepare(e, init)
             e.initialized = not capturing
-            e.operands = None if e.initialized else e.operands
         plan()
         gemm()
         if not capturing:

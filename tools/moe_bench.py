@@ -219,7 +219,7 @@ def run_case(torch, ceilings, timer: GpuTimer, case: MoeCase, n: int, k: int, se
     runner = moe._RUNNERS.get(torch.cuda.current_device())
     row["op_path"] = "sm90 kernel" if runner is not None and runner.entries else "torch"
     if runner is not None and runner.entries:
-        row["op_config"] = next(iter(runner.entries.values())).host[2].name
+        row["op_config"] = next(iter(runner.entries.values())).config.name
     op()
     torch.cuda.synchronize()
     leaderboard_out = nvfp4_gemm.custom_kernel(data)
