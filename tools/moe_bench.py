@@ -217,9 +217,11 @@ def run_case(torch, ceilings, timer: GpuTimer, case: MoeCase, n: int, k: int, se
         fn()
     torch.cuda.synchronize()
     runner = moe._RUNNERS.get(torch.cuda.current_device())
-    row["op_path"] = "sm90 kernel" if runner is not None and runner.entries else "torch"
-    if runner is not None and runner.entries:
-        row["op_config"] = next(iter(runner.entries.values())).config.name
+    mine = [e for e in (runner.entries.values() if runner is not None else ())
+            if (e.grid.groups, e.grid.max_m, e.grid.n, e.grid.k) == (g_count, max_m, n, k)]
+    row["op_path"] = "sm90 kernel" if mine else "torch"
+    if mine:
+        row["op_config"] = mine[-1].config.name
     op()
     torch.cuda.synchronize()
     leaderboard_out = nvfp4_gemm.custom_kernel(data)
