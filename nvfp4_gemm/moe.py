@@ -52,6 +52,7 @@ import dataclasses
 import os
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .common import _DSL_IMPORT_ERROR, PATH_ENV, SF_VEC_SIZE, ceil_div, warn_once
 from .formats import (
@@ -87,13 +88,15 @@ def _fail(arg: str, message: str) -> None:
 
 
 def _check_tensor(arg: str, t, dtypes: tuple, shape: tuple, device: torch.device | None,
-                  shape_from: str = "") -> None:
+                  shape_from=None) -> None:
+    """shape_from: a callable giving the text after the expected shape in the error (made
+    only for an error: a warm call's checks format nothing)."""
     if not isinstance(t, torch.Tensor):
         _fail(arg, f"expected a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
         _fail(arg, f"dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}")
-    if tuple(t.shape) != tuple(shape):
-        _fail(arg, f"shape {tuple(t.shape)}, expected {tuple(shape)}{shape_from}")
+    if t.shape != shape:
+        _fail(arg, f"shape {tuple(t.shape)}, expected {tuple(shape)}{shape_from() if shape_from else ''}")
     if device is not None and t.device != device:
         _fail(arg, f"on {t.device}, but 'a' is on {device}")
 
@@ -141,16 +144,16 @@ def check_masked_args(a, sfa, b, sfb, masked_m, out=None, expected_m=None) -> Ma
     if b.dim() != 3:
         _fail("b", f"shape {tuple(b.shape)}: expected 3 dimensions [G, N, K/2]")
     n = b.shape[1]
-    _check_tensor("b", b, _FP4_DTYPES, (groups, n, k_half), device, f" = [G, N, K/2] with a's G = {groups}, K = {k}")
+    _check_tensor("b", b, _FP4_DTYPES, (groups, n, k_half), device, lambda: f" = [G, N, K/2] with a's G = {groups}, K = {k}")
     if not b.is_contiguous():
         _fail("b", f"strides {b.stride()}: expected a contiguous [G, N, K/2] tensor")
     for arg, sf, rows, name in (("sfa", sfa, max_m, "max_m"), ("sfb", sfb, n, "N")):
         _check_tensor(arg, sf, (SCALE_DTYPE,), stacked_scale_shape(rows, k, groups), device,
-                      f" = (32, 4, ceil({name}/128), 4, ceil(K/64), G) for {name} = {rows}, K = {k}, G = {groups}")
+                      lambda name=name, rows=rows: f" = (32, 4, ceil({name}/128), 4, ceil(K/64), G) for {name} = {rows}, K = {k}, G = {groups}")
         _check_dense(arg, sf, stacked_scale_strides(rows, k))
-    _check_tensor("masked_m", masked_m, (MASK_DTYPE,), (groups,), device, f" = [G] with G = {groups}")
+    _check_tensor("masked_m", masked_m, (MASK_DTYPE,), (groups,), device, lambda: f" = [G] with G = {groups}")
     if out is not None:
-        _check_tensor("out", out, (OUT_DTYPE,), (groups, max_m, n), device, " = [G, max_m, N]")
+        _check_tensor("out", out, (OUT_DTYPE,), (groups, max_m, n), device, lambda: " = [G, max_m, N]")
         if not out.is_contiguous():
             _fail("out", f"strides {out.stride()}: expected a contiguous [G, max_m, N] tensor")
     _check_expected_m(expected_m)
@@ -369,6 +372,21 @@ if not _registered("grouped_mm_masked_out"):
     _op_out.register_fake(_out_fake)
 
 
+def _direct_call_ok(tensors) -> bool:
+    """Whether the Python entry point may run the implementation itself instead of through
+    torch.ops: outside torch.compile's tracing, with no dispatch or torch-function mode
+    active (fake tensors, profilers and the like see the op), on plain CPU or CUDA
+    tensors that need no grad. The result is the op's: the same implementation runs."""
+    if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return False
+    if torch._C._is_torch_function_mode_enabled():
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or t.requires_grad or t.device.type not in _IMPLS):
+            return False
+    return True
+
+
 def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor,
                       masked_m: torch.Tensor, out: torch.Tensor | None = None, *,
                       expected_m: int | None = None) -> torch.Tensor:
@@ -383,6 +401,14 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
     if out is not None and not isinstance(out, torch.Tensor):
         _fail("out", f"expected a torch.Tensor or None, got {type(out).__name__}")
     _check_expected_m(expected_m)
+    if _direct_call_ok((a, sfa, b, sfb, masked_m, out)):
+        # eager and plain: the implementation without the dispatcher, whose Python side
+        # costs a custom op that mutates `out` ~28 us a call (docs/moe.md#speed)
+        if out is None:
+            return _functional(a, sfa, b, sfb, masked_m, expected_m=expected_m)
+        _run(a, sfa, b, sfb, masked_m, out, expected_m, a.device.type)
+        torch.autograd.graph.increment_version(out)  # as the op's declared mutation does
+        return out
     ops = getattr(torch.ops, OP_NAMESPACE)
     if out is None:
         return ops.grouped_mm_masked(a, sfa, b, sfb, masked_m, expected_m=expected_m)

@@ -824,3 +824,34 @@ def test_the_bench_tables():
     assert "| decode8 | 8 | 36 | 100.0 | 90.0 | 700.0 | 20.0 | n/a | 300.0 | 50.0 | 5.0 | 5.00x | 20.00x | 4.00x |" in text
     assert "| decode8 | 400.0 | 8.0 | 4.0 |" in text and "- decode8: a note" in text
     assert "The op's path: decode8 sm90 kernel n256_m32" in text
+
+
+# ----------------------------------------------------------------------------------------
+# The entry point's direct call (eager, plain tensors) and its way through torch.ops
+# ----------------------------------------------------------------------------------------
+def test_the_entry_point_calls_the_implementation_directly_when_eager(monkeypatch):
+    """Eager, on plain tensors: the implementation runs without the dispatcher, and `out`'s
+    version counter moves as the op's declared mutation moves it; under a dispatch mode
+    (fake tensors, profilers) the call goes through torch.ops."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x = make_inputs(2, 8, 128, 64, seed=80)
+    counts = (3, 8)
+    masked_m = counts_tensor(counts, "cpu")
+    out = torch.zeros((2, 8, 128), dtype=torch.float16)
+    version = out._version
+    seen = []
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    assert nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out) is out
+    assert out._version > version
+    assert_result(out, expected_out(x, counts), counts)
+    with Seen():
+        nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out)
+    assert any("grouped_mm_masked_out" in name for name in seen), seen[:5]
+    assert moe._direct_call_ok((*x.args(), masked_m, out))
+    assert not moe._direct_call_ok((*x.args(), masked_m, out.requires_grad_(False), torch.zeros(1, requires_grad=True)))
