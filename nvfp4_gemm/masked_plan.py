@@ -154,3 +154,63 @@ def walked_units(ranges, units, grid: MaskedGrid):
         ctas.append(tuple(units[i] for i in range(r[0], r[phases])))
         starts.append(tuple(s - r[0] for s in r[:phases]))
     return tuple(ctas), tuple(starts)
+
+
+# ----------------------------------------------------------------- the Blackwell kernel's
+# The sm_100a GEMM walks one flat schedule (group, tile along M, tile along N), cluster c
+# taking rows c, c + clusters, ...: the leaderboard path's sm100_tile_order, i.e.
+# columns_together(build_tile_schedule(...)). With every group's K and N the same, that
+# order is
+#   A. the groups with a full-height M tile, in group order, each column by column with
+#      all of the column's M tiles (its shorter last one included) together;
+#   B. then the groups of one shorter tile (0 < m < tile_m), by rows descending, ties in
+#      group order, each column by column.
+# The plan writes those rows and, at row `bound` (the upper bound of tiles), their count.
+
+
+def sm100_masked_bound(groups: int, max_m: int, n: int, tile_m: int, tile_n: int) -> int:
+    """Schedule rows when every group has max_m rows: the plan kernel's loop bound and the
+    table's length less its count row."""
+    return groups * ceil_div(max_m, tile_m) * ceil_div(n, tile_n)
+
+
+def sm100_group_place(rows: Sequence[int], tile_m: int) -> tuple[list[int], list[int], int]:
+    """(each group's first schedule row in section A or -1, each section-B group's rank by
+    (rows descending, group) or -1, the count of section A's groups' M tiles per column):
+    step 2 of the plan, for rows already clamped."""
+    offsets, rank, a_tiles = [], [], 0
+    for m in rows:
+        tiles = ceil_div(m, tile_m)
+        offsets.append(a_tiles if m >= tile_m else -1)
+        a_tiles += tiles if m >= tile_m else 0
+    for g, m in enumerate(rows):
+        short = 0 < m < tile_m
+        rank.append(sum(1 for h, x in enumerate(rows) if 0 < x < tile_m and (x > m or (x == m and h < g)))
+                    if short else -1)
+    return offsets, rank, a_tiles
+
+
+def sm100_masked_schedule(masked_m: Sequence[int], max_m: int, n: int, tile_m: int,
+                          tile_n: int) -> tuple[list[tuple[int, int, int]], int]:
+    """(the schedule rows the plan writes, their count) for these counts: the mirror of
+    sm100_masked.MaskedSm100PlanKernel, row i at index i."""
+    rows = masked_rows(masked_m, max_m)
+    n_tiles = ceil_div(n, tile_n)
+    offsets, rank, a_tiles = sm100_group_place(rows, tile_m)
+    a_rows = a_tiles * n_tiles
+    placed = {}
+    m_bound = ceil_div(max_m, tile_m)
+    for g, m in enumerate(rows):
+        m_tiles = ceil_div(m, tile_m)
+        for r in range(m_bound * n_tiles):  # the upper bound's tiles, as the kernel's threads take them
+            tn, tm = divmod(r, m_bound)
+            if tm >= m_tiles:
+                continue
+            if offsets[g] >= 0:
+                i = offsets[g] * n_tiles + tn * m_tiles + tm
+            else:
+                i = a_rows + rank[g] * n_tiles + tn
+            placed[i] = (g, tm, tn)
+    count = len(placed)
+    assert sorted(placed) == list(range(count))
+    return [placed[i] for i in range(count)], count

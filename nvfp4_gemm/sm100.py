@@ -547,6 +547,11 @@ class Sm100BlockScaledGroupedGemm:
     the epilogue.
     """
 
+    # with direct_last_store: every tile's C by the direct stores, predicated on the group's
+    # M and N, never by the TMA (the masked op's subclass, sm100_masked.py, whose C
+    # descriptors hold max_m rows)
+    DIRECT_STORES = False
+
     def __init__(self, config: Sm100Config, watch: WatchSettings = WatchSettings()):
         ok, reason = sm100_config_is_legal(config)
         if not ok:
@@ -803,21 +808,23 @@ class Sm100BlockScaledGroupedGemm:
     ):
         """Write the 5 TMA descriptors of every group into `tensormaps` (G, 5, 16) int64, one
         CTA per group. G is a launch argument: one compiled kernel serves every count."""
+        self.launch_init((sizes_ptr, ptrs_ptr, tensormaps_ptr, num_groups), {})
+
+    def launch_init(self, args: tuple, launch_options: dict):
+        """The body of init_descriptors (traced inside a jit function), plus launch_options
+        for .launch (a subclass's own launch settings; none here)."""
+        sizes_ptr, ptrs_ptr, tensormaps_ptr, num_groups = args
         _, _, mSizes, mDesc, atoms, _ = self._launch_setup(sizes_ptr, tensormaps_ptr, num_groups)
         # (G, 5) a, b, sfa, sfb, c
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((num_groups, 5), stride=(5, 1)))
-
-        @cute.struct
-        class InitStorage:
-            # tensormap.replace works on a 128-byte aligned smem copy of the descriptor
-            desc: cute.struct.Align[
-                cute.struct.MemRange[cutlass.Int64, SM100_NUM_DESC * SM100_DESC_BYTES // 8],
-                SM100_DESC_BYTES,
-            ]
-
-        self.init_storage = InitStorage
+        # tensormap.replace works on a 128-byte aligned smem copy of the descriptor; the
+        # fields as objects (this module's annotations are strings, which cute.struct
+        # resolves only inside a jit function's own body)
+        fields = {"desc": cute.struct.Align[
+            cute.struct.MemRange[cutlass.Int64, SM100_NUM_DESC * SM100_DESC_BYTES // 8], SM100_DESC_BYTES]}
+        self.init_storage = cute.struct(type("InitStorage", (), {"__annotations__": fields}))
         self.init_kernel(atoms, mSizes, mPtrs, mDesc).launch(
-            grid=(num_groups, 1, 1), block=[32, 1, 1]
+            grid=(num_groups, 1, 1), block=[32, 1, 1], **launch_options
         )
 
     @cute.kernel
@@ -869,6 +876,15 @@ class Sm100BlockScaledGroupedGemm:
     ):
         """Launch the persistent GEMM on `num_ctas` CTAs (a multiple of cta_group); the last
         four arguments are the watchdog's (LaunchWatch)."""
+        self.launch_gemm((sizes_ptr, ptrs_ptr, schedule_ptr, tensormaps_ptr, num_tiles, num_ctas, num_groups,
+                          record_ptr, claim_ptr, launch_tag, timeout_ns), {})
+
+    def launch_gemm(self, args: tuple, launch_options: dict):
+        """The body of __call__ (traced inside a jit function): the shared storage and the
+        kernel's launch with __call__'s arguments, plus launch_options for .launch (a
+        subclass's own launch settings; none here)."""
+        (sizes_ptr, ptrs_ptr, schedule_ptr, tensormaps_ptr, num_tiles, num_ctas, num_groups, record_ptr,
+         claim_ptr, launch_tag, timeout_ns) = args
         tiled_mma, tiled_mma_sfb, mSizes, mDesc, atoms, tma_tensors = self._launch_setup(
             sizes_ptr, tensormaps_ptr, num_groups
         )
@@ -878,44 +894,36 @@ class Sm100BlockScaledGroupedGemm:
         mPtrs = cute.make_tensor(ptrs_ptr, cute.make_layout((num_groups, 5), stride=(5, 1)))
         self.num_tma_load_bytes = sm100_tma_bytes_per_stage(self.cfg)
 
-        @cute.struct
-        class SharedStorage:
-            # each pipeline's full and empty barriers, then the watchdog's stage numbers
-            ab_mbar: cute.struct.MemRange[cutlass.Int64, 4 * self.num_ab_stage]
-            acc_mbar: cute.struct.MemRange[cutlass.Int64, 4 * self.num_acc_stage]
+        # each pipeline's full and empty barriers, then the watchdog's stage numbers (the
+        # fields as objects: this module's annotations are strings, which cute.struct
+        # resolves only inside a jit function's own body)
+        fields = {
+            "ab_mbar": cute.struct.MemRange[cutlass.Int64, 4 * self.num_ab_stage],
+            "acc_mbar": cute.struct.MemRange[cutlass.Int64, 4 * self.num_acc_stage],
             # 2-CTA: the pair's TMEM release (the peer's epilogue warp 0 arrives); with the
             # watchdog the pair's exit barrier (every warp of both CTAs arrives)
-            tmem_dealloc_mbar: cutlass.Int64
+            "tmem_dealloc_mbar": cutlass.Int64,
             # the MMA warp's last tcgen05 operations are done (its teardown commit)
-            mma_done_mbar: cutlass.Int64
-            watch: cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8]  # WaitGuard's
-            tmem_holding_buf: cutlass.Int32
+            "mma_done_mbar": cutlass.Int64,
+            "watch": cute.struct.MemRange[cutlass.Int64, BLOCK_BYTES // 8],  # WaitGuard's
+            "tmem_holding_buf": cutlass.Int32,
             # (EPI_TILE_M, EPI_TILE_N, C_STAGE)
-            sC: cute.struct.Align[
-                cute.struct.MemRange[self.c_dtype, cute.cosize(self.c_smem_layout_staged.outer)],
-                SM100_SMEM_ALIGN,
-            ]
+            "sC": cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(self.c_smem_layout_staged.outer)],
+                                    SM100_SMEM_ALIGN],
             # (MMA, MMA_M, MMA_K, STAGE)
-            sA: cute.struct.Align[
-                cute.struct.MemRange[self.ab_dtype, cute.cosize(self.a_smem_layout_staged.outer)],
-                SM100_SMEM_ALIGN,
-            ]
+            "sA": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(self.a_smem_layout_staged.outer)],
+                                    SM100_SMEM_ALIGN],
             # (MMA, MMA_N, MMA_K, STAGE)
-            sB: cute.struct.Align[
-                cute.struct.MemRange[self.ab_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
-                SM100_SMEM_ALIGN,
-            ]
+            "sB": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(self.b_smem_layout_staged.outer)],
+                                    SM100_SMEM_ALIGN],
             # (MMA, MMA_M, MMA_K, STAGE)
-            sSFA: cute.struct.Align[
-                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfa_smem_layout_staged)],
-                SM100_SMEM_ALIGN,
-            ]
+            "sSFA": cute.struct.Align[cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfa_smem_layout_staged)],
+                                      SM100_SMEM_ALIGN],
             # (MMA, MMA_N, MMA_K, STAGE)
-            sSFB: cute.struct.Align[
-                cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
-                SM100_SMEM_ALIGN,
-            ]
-
+            "sSFB": cute.struct.Align[cute.struct.MemRange[self.sf_dtype, cute.cosize(self.sfb_smem_layout_staged)],
+                                      SM100_SMEM_ALIGN],
+        }
+        SharedStorage = cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
         self.shared_storage = SharedStorage
         if cutlass.const_expr(SharedStorage.size_in_bytes() > sm100_smem_bytes(self.cfg)):
             raise RuntimeError(
@@ -949,6 +957,7 @@ class Sm100BlockScaledGroupedGemm:
             cluster=(*self.cluster_shape_mn, 1),
             min_blocks_per_mp=1,
             use_pdl=self.cfg.pdl,
+            **launch_options,
         )
 
     # ----------------------------------------------------------------- GEMM kernel
@@ -1091,6 +1100,7 @@ class Sm100BlockScaledGroupedGemm:
             # before the wait, and the trigger lets the next call's grid queue behind this one
             cute.arch.griddepcontrol_wait()
             cute.arch.griddepcontrol_launch_dependents()
+        num_tiles = self.live_tiles(mSched, num_tiles)
 
         if warp_idx == self.tma_warp_id:
             self.load(
@@ -1165,6 +1175,11 @@ class Sm100BlockScaledGroupedGemm:
                 num_clusters,
                 num_tiles,
             )
+
+    def live_tiles(self, mSched, num_tiles):
+        """The schedule rows the roles walk, read once the grid dependency wait is over:
+        num_tiles, the launch's (a subclass whose schedule a kernel writes reads it there)."""
+        return num_tiles
 
     @cute.jit
     def prefetch_start(self, mSizes, mSched, mDesc, cluster_idx, num_tiles):
@@ -1775,7 +1790,10 @@ class Sm100BlockScaledGroupedGemm:
             direct = False
             c_addr, c_m, c_n, gC_sub = None, None, None, None  # the direct stores' (direct_last_store)
             if cutlass.const_expr(self.cfg.direct_last_store):
-                direct = t + num_clusters >= num_tiles
+                if cutlass.const_expr(self.DIRECT_STORES):
+                    direct = True
+                else:
+                    direct = t + num_clusters >= num_tiles
                 # C's address and extents, read before the accumulator wait: their latency
                 # (DRAM after the harness's L2 flush) passes under the tile's MMAs
                 c_addr = mPtrs[(group, SM100_DESC_C)]

@@ -156,3 +156,69 @@ def test_the_masked_kernels_ptx(tmp_path, python, cfg):
     assert "griddepcontrol.launch_dependents" in plan and "griddepcontrol.wait" not in plan
     steps = MASKED_PLAN_THREADS.bit_length() - 1
     assert plan.count("bar.sync") + plan.count("barrier.sync") >= 2 * steps + 1
+
+
+# ----------------------------------------------------------------------------------------
+# the Blackwell kernels: the schedule's mirror on the CPU, the kernels' PTX for sm_100a
+# ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (256, 128), (32, 128)], ids=lambda t: f"m{t[0]}n{t[1]}")
+def test_the_sm100_plan_is_the_leaderboard_paths_order(tile):
+    """masked_plan.sm100_masked_schedule (the Blackwell plan kernel's algorithm) gives, for
+    the clamped counts, the rows of sm100_tile_order (columns_together over
+    build_tile_schedule): every pattern, edge counts, out-of-range counts."""
+    from nvfp4_gemm.masked_plan import sm100_masked_bound, sm100_masked_schedule
+    from nvfp4_gemm.sm100 import sm100_tile_order
+
+    tile_m, tile_n = tile
+    rng = random.Random(tile_m * tile_n)
+    cases = 0
+    for groups in (1, 3, 8, 33):
+        for max_m in (1, 31, 32, 33, 127, 128, 129, 256, 300):
+            for n in (128, 300, 4096):
+                for counts in _patterns(groups, max_m, rng):
+                    rows, count = sm100_masked_schedule(counts, max_m, n, tile_m, tile_n)
+                    sizes = [(m, n, 7168, 1) for m in masked_rows(counts, max_m)]
+                    assert rows == [tuple(r) for r in sm100_tile_order(sizes, tile_m, tile_n)], (groups, max_m, counts)
+                    assert count == len(rows) <= sm100_masked_bound(groups, max_m, n, tile_m, tile_n)
+                    cases += 1
+    assert cases == 4 * 9 * 3 * 5
+
+
+def _sm100_masked_report(tmp_path, python, config):
+    pytest.importorskip("cutlass")
+    import json
+
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_100a", CUTE_DSL_KEEP="ptx,cubin", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    proc = subprocess.run([python, str(ROOT / "tools" / "sm100_compile_check.py"), "--config", config, "--out",
+                           str(tmp_path), "--masked"], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+@pytest.mark.parametrize("python", list(_pythons()))
+@pytest.mark.parametrize("config", ["swap_2cta_m128n256", "swap_1cta_m32n128", "plain_1cta_m128n128"])
+def test_the_sm100_masked_kernels_ptx(tmp_path, python, config):
+    """The Blackwell masked GEMM (the config with direct stores) stores every tile's C by
+    the predicated 16-byte stores (no TMA store, whose box would cover rows at or above
+    masked_m), reads nothing in global memory and prefetches nothing into L1 before its
+    grid dependency wait (the plan writes the schedule, its length and the sizes), keeps
+    its TMEM alloc and dealloc paired, and nothing of the three kernels spills; the plan
+    kernel lets the GEMM launch early."""
+    report = _sm100_masked_report(tmp_path, python, config)
+    kernels = report["kernels"]
+    assert set(kernels) == {"plan", "init", "gemm"}, sorted(kernels)
+    gemm, init, plan = kernels["gemm"], kernels["init"], kernels["plan"]
+    assert report["has_block_scale_mma"] and gemm["tma_load"] > 0
+    assert gemm["tma_store"] == 0 and (gemm["ld_shared_v4"], gemm["st_global_v4"]) == (4, 4), gemm
+    assert gemm["pdl_wait"] == 1 and gemm["global_before_pdl_wait"] == 0
+    assert gemm["l1_prefetch_before_pdl_wait"] == 0 and gemm["l2_prefetch_before_pdl_wait"] >= 2
+    assert gemm["tcgen05_alloc"] == gemm["tcgen05_dealloc"] == 1
+    assert init["tensormap_replace"] > 0 and gemm["tensormap_replace"] == 0
+    assert report["ld_local"] == 0 and report["st_local"] == 0
+    for kernel in (gemm, init, plan):
+        for res in kernel["ptxas"].values():
+            assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
+    plan_ptx = Path(plan["ptx"]).read_text()
+    assert "griddepcontrol.launch_dependents" in plan_ptx and "griddepcontrol.wait" not in plan_ptx

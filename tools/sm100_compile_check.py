@@ -2,7 +2,11 @@
 report what the PTX contains, as one JSON line on stdout.
 
     CUTE_DSL_ARCH=sm_100a CUTE_DSL_KEEP=ptx,cubin CUTE_DSL_DUMP_DIR=DIR \
-        python tools/sm100_compile_check.py --config NAME --out DIR [--inject SITE]
+        python tools/sm100_compile_check.py --config NAME --out DIR [--inject SITE | --masked]
+
+--masked compiles the masked op's kernels instead (nvfp4_gemm/sm100_masked.py: its plan,
+descriptor init and GEMM for the config with direct_last_store), reported as "plan",
+"init" and "gemm".
 
 --inject builds the config with the watchdog's fault injected at a wait site (watchdog.py's
 WAIT_SITES, NVFP4_GEMM_INJECT_HANG). The report includes the watchdog's structure in the
@@ -172,6 +176,8 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="dump directory for PTX / cubin")
     ap.add_argument("--arch", default="sm_100a")
     ap.add_argument("--inject", default=None, help="a wait site whose fault the build injects")
+    ap.add_argument("--masked", action="store_true",
+                    help="the masked op's kernels (nvfp4_gemm/sm100_masked.py) of the config with direct_last_store")
     args = ap.parse_args()
 
     out = Path(args.out).resolve()
@@ -187,15 +193,25 @@ def main() -> int:
 
     cfg = km.SM100_NAMED_CONFIGS[args.config]
     t0 = time.perf_counter()
-    # the descriptor-init kernel and the GEMM
-    compiled = km.compile_sm100(cfg, km.WatchSettings(inject=args.inject))
+    if args.masked:
+        import dataclasses
+
+        from nvfp4_gemm.sm100_masked import compile_masked_sm100
+
+        cfg = dataclasses.replace(cfg, direct_last_store=True)
+        compile_masked_sm100(cfg)  # the descriptor init, the plan and the GEMM
+        smem_bytes = None
+    else:
+        # the descriptor-init kernel and the GEMM
+        smem_bytes = km.compile_sm100(cfg, km.WatchSettings(inject=args.inject)).info["smem_bytes"]
     t1 = time.perf_counter()
 
     new_files = sorted(p for p in dump_dir.glob("*") if p not in before)
     ptx_files = [p for p in new_files if p.suffix == ".ptx"]
     kernels = {}
     for ptx in ptx_files:
-        role = "init" if "init_descriptors" in ptx.name else "gemm"
+        role = ("plan" if "PlanKernel" in ptx.name
+                else "init" if "init_descriptors" in ptx.name or "init_on" in ptx.name else "gemm")
         kernels[role] = {"ptx": str(ptx), **scan_ptx(ptx), "ptxas": ptxas_resources(ptx, args.arch)}
     gemm = kernels.get("gemm", {})
     report = {
@@ -208,7 +224,7 @@ def main() -> int:
         "has_block_scale_mma": gemm.get("block_scale_mma", 0) > 0,
         "ld_local": sum(k.get("ld_local", 0) for k in kernels.values()),
         "st_local": sum(k.get("st_local", 0) for k in kernels.values()),
-        "dynamic_smem_bytes": compiled.info["smem_bytes"],
+        "dynamic_smem_bytes": smem_bytes,
         "dynamic_smem_bytes_model": km.sm100_smem_bytes(cfg),
         "tmem_columns_model": km.sm100_tmem_columns(cfg),
         "kernels": kernels,

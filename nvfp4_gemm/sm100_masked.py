@@ -1,0 +1,264 @@
+"""The Blackwell kernels for the masked op: token counts on the GPU, compiled for sm_100a.
+
+Two kernels a call, on the caller's stream:
+
+  MaskedSm100PlanKernel  one CTA: from masked_m, the sizes rows and the flat schedule the
+                         GEMM walks (masked_plan.sm100_masked_schedule's algorithm, which
+                         its Python mirror tests), with the schedule's length after it;
+  Sm100MaskedGemm        the leaderboard's Blackwell GEMM (sm100.Sm100BlockScaledGroupedGemm)
+                         over a grid fixed by the buffers, reading the schedule's length
+                         once its grid dependency wait is over, storing C only below each
+                         group's M (direct stores of every tile).
+
+plus, once per set of buffers, the descriptor init at max_m rows. The op does not run them
+yet (docs/moe.md): with no B200 here they are compile-checked only (tests/test_masked_plan.py
+and tools/sm100_compile_check.py --masked). Not part of submission.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from .binding import fake_ptr
+from .common import Int32, Int64, SmemAllocator, cute, cutlass
+from .masked_plan import MASKED_PLAN_THREADS
+from .ptx import prefetch_l2, prefetch_lines
+from .sm100 import SM100_DESC_BYTES, SM100_NUM_DESC, Sm100BlockScaledGroupedGemm, Sm100Config
+from .watchdog import WatchSettings, fake_watch_args
+
+try:
+    import cuda.bindings.driver as cuda_driver
+except ImportError:  # the torch paths still import
+    cuda_driver = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedSm100PlanConfig:
+    """What the plan kernel is compiled for: the GEMM config's tile along the problem's M
+    (tokens) and N (weights)."""
+
+    tile_m: int
+    tile_n: int
+
+
+def masked_sm100_plan_is_legal(cfg: MaskedSm100PlanConfig) -> bool:
+    return cfg.tile_m > 0 and cfg.tile_n > 0
+
+
+class MaskedSm100PlanKernel:
+    """Per-group token counts on the GPU -> the Blackwell GEMM's sizes rows and schedule.
+
+    How it works (one CTA of MASKED_PLAN_THREADS threads, thread g for group g):
+      1. thread g clamps masked_m[g] to 0 .. max_m, writes group g's sizes row (m, N, K,
+         1) and notes its M tiles if it has a full-height one (section A of
+         masked_plan's order) and whether it is one shorter tile (section B);
+      2. an inclusive scan over the groups (Hillis-Steele, both values at once) gives each
+         section-A group its first row and the sections' sizes;
+      3. a section-B thread ranks its group among section B's by rows descending, ties in
+         group order (a pass over the groups' rows in shared memory);
+      4. the threads walk the upper bound of tiles (every group full), a thread per tile:
+         a live tile's (group, tile along M, tile along N) goes to its row;
+      5. thread 0 writes the schedule's length at row `bound`, after the last row a call
+         can have.
+    It lets the GEMM's grid launch at once (griddepcontrol.launch_dependents); the GEMM
+    reads the schedule and its length only after its griddepcontrol.wait.
+
+    Constraints: G <= MASKED_PLAN_THREADS; every group's N and K the same.
+
+    Follows CUTLASS's grouped schedulers as MaskedPlanKernel does (sm90_masked.py), in the
+    Blackwell schedule's own order and table (one flat list, clusters striding over it).
+    """
+
+    def __init__(self, config: MaskedSm100PlanConfig):
+        assert masked_sm100_plan_is_legal(config), config
+        self.cfg = config
+
+    @cute.jit
+    def __call__(self, masked_ptr: cute.Pointer, sizes_ptr: cute.Pointer, schedule_ptr: cute.Pointer,
+                 groups: Int32, max_m: Int32, n: Int32, k: Int32, bound: Int32, stream: cuda_driver.CUstream):
+        self.kernel(masked_ptr, sizes_ptr, schedule_ptr, groups, max_m, n, k, bound).launch(
+            grid=[1, 1, 1], block=[MASKED_PLAN_THREADS, 1, 1], stream=stream)
+
+    @cute.kernel
+    def kernel(self, masked_ptr, sizes_ptr, schedule_ptr, groups, max_m, n, k, bound):
+        tidx, _, _ = cute.arch.thread_idx()
+        cute.arch.griddepcontrol_launch_dependents()
+        threads = MASKED_PLAN_THREADS
+        tile_m, tile_n = self.cfg.tile_m, self.cfg.tile_n
+        fields = {
+            "rows": cute.struct.MemRange[cutlass.Int32, threads],
+            "scan": cute.struct.MemRange[cutlass.Int32, 2 * threads],
+        }
+        storage = SmemAllocator().allocate(cute.struct(type("PlanStorage", (), {"__annotations__": fields})))
+        sRows = storage.rows.get_tensor(cute.make_layout(threads))
+        sScan = storage.scan.get_tensor(cute.make_layout((threads, 2), stride=(1, threads)))
+        mMasked = cute.make_tensor(masked_ptr, cute.make_layout(1 << 20))
+        mSizes = cute.make_tensor(sizes_ptr, cute.make_layout((4, 1 << 20), stride=(1, 4)))
+        mSched = cute.make_tensor(schedule_ptr, cute.make_layout((3, 1 << 24), stride=(1, 3)))
+        n_tiles = (n + tile_n - 1) // tile_n
+
+        # 1. this thread's group: rows, sizes row, its section
+        m = Int32(0)
+        if tidx < groups:
+            m = cutlass.min(cutlass.max(mMasked[tidx], Int32(0)), max_m)
+            mSizes[0, tidx] = m
+            mSizes[1, tidx] = n
+            mSizes[2, tidx] = k
+            mSizes[3, tidx] = Int32(1)
+        sRows[tidx] = m
+        a_tiles = Int32(0)
+        if m >= tile_m:
+            a_tiles = (m + tile_m - 1) // tile_m
+        short = Int32(0)
+        if m > 0:
+            if m < tile_m:
+                short = Int32(1)
+        sScan[tidx, 0] = a_tiles
+        sScan[tidx, 1] = short
+        cute.arch.barrier()
+
+        # 2. inclusive scan over the groups, both values at once
+        for step in cutlass.range_constexpr(threads.bit_length() - 1):
+            d = 1 << step
+            mine = []
+            for v in cutlass.range_constexpr(2):
+                prev = Int32(0)
+                if tidx >= d:
+                    prev = sScan[tidx - d, v]
+                mine.append(sScan[tidx, v] + prev)
+            cute.arch.barrier()
+            for v in cutlass.range_constexpr(2):
+                sScan[tidx, v] = mine[v]
+            cute.arch.barrier()
+        a_rows = sScan[threads - 1, 0] * n_tiles
+        live = a_rows + sScan[threads - 1, 1] * n_tiles
+
+        # 3. this section-B group's rank, kept where step 4's threads read it
+        rank = Int32(0)
+        if short != 0:
+            for h in cutlass.range(groups, unroll=1):
+                x = sRows[h]
+                if x > 0:
+                    if x < tile_m:
+                        if (x > m) | ((x == m) & (h < tidx)):
+                            rank = rank + 1
+        cute.arch.barrier()
+        if short != 0:
+            sScan[tidx, 1] = rank
+
+        # sScan[g, 0] from the inclusive scan to section A's first M tile (per column) of
+        # group g; sScan[g, 1] is a section-B group's rank
+        first = sScan[tidx, 0] - a_tiles
+        cute.arch.barrier()
+        sScan[tidx, 0] = first
+        cute.arch.barrier()
+
+        # 4. the live tiles of the upper bound -> their rows
+        m_bound = (max_m + tile_m - 1) // tile_m
+        per_group = m_bound * n_tiles
+        for idx in cutlass.range(tidx, groups * per_group, threads, unroll=1):
+            g = idx // per_group
+            r = idx - g * per_group
+            tn = r // m_bound
+            tm = r - tn * m_bound
+            rows = sRows[g]
+            g_tiles = (rows + tile_m - 1) // tile_m
+            if tm < g_tiles:
+                i = a_rows + sScan[g, 1] * n_tiles + tn
+                if rows >= tile_m:
+                    i = sScan[g, 0] * n_tiles + tn * g_tiles + tm
+                mSched[0, i] = g
+                mSched[1, i] = tm
+                mSched[2, i] = tn
+
+        # 5. the schedule's length, after the longest a call can have
+        if tidx == 0:
+            mSched[0, bound] = live
+            mSched[1, bound] = Int32(0)
+            mSched[2, bound] = Int32(0)
+
+
+class Sm100MaskedGemm(Sm100BlockScaledGroupedGemm):
+    """The Blackwell GEMM over the masked plan's schedule (Sm100BlockScaledGroupedGemm says
+    how it works).
+
+    What differs:
+      - the grid covers the upper bound of tiles; the schedule's length, which the plan
+        writes at row num_tiles (the bound), is read after the grid dependency wait
+        (live_tiles), and a cluster past it runs no tile;
+      - every tile's C goes out by the direct stores predicated on its group's M and N
+        (DIRECT_STORES; the config must have direct_last_store): the C descriptors hold
+        max_m rows, so a TMA store would write rows at or above masked_m[g];
+      - before the wait, the schedule row and the sizes, which the plan writes, are
+        prefetched into L2 only;
+      - it launches on the caller's stream, with the descriptor init too.
+    Constraints: Sm100BlockScaledGroupedGemm's, direct_last_store, no watchdog.
+    """
+
+    DIRECT_STORES = True
+
+    def __init__(self, config: Sm100Config):
+        assert config.direct_last_store, config
+        super().__init__(config, WatchSettings(enabled=False))
+
+    @cute.jit
+    def __call__(self, sizes_ptr: cute.Pointer, ptrs_ptr: cute.Pointer, schedule_ptr: cute.Pointer,
+                 tensormaps_ptr: cute.Pointer, num_tiles: Int32, num_ctas: Int32, num_groups: Int32,
+                 record_ptr: cute.Pointer, claim_ptr: cute.Pointer, launch_tag: Int32, timeout_ns: Int64,
+                 stream: cuda_driver.CUstream):
+        """Sm100BlockScaledGroupedGemm.__call__'s arguments (num_tiles: the bound; the
+        watchdog's are null, it is compiled out), then the stream."""
+        self.launch_gemm((sizes_ptr, ptrs_ptr, schedule_ptr, tensormaps_ptr, num_tiles, num_ctas, num_groups,
+                          record_ptr, claim_ptr, launch_tag, timeout_ns), {"stream": stream})
+
+    @cute.jit
+    def init_on(self, sizes_ptr: cute.Pointer, ptrs_ptr: cute.Pointer, tensormaps_ptr: cute.Pointer,
+                num_groups: Int32, stream: cuda_driver.CUstream):
+        """init_descriptors on the caller's stream."""
+        self.launch_init((sizes_ptr, ptrs_ptr, tensormaps_ptr, num_groups), {"stream": stream})
+
+    @cute.jit
+    def live_tiles(self, mSched, num_tiles):
+        """The plan's schedule length, at row num_tiles (never more than the bound)."""
+        count = cute.make_tensor(mSched.iterator + num_tiles * 3, cute.make_layout(1))
+        return cutlass.min(count[0], num_tiles)
+
+    @cute.jit
+    def prefetch_start(self, mSizes, mSched, mDesc, cluster_idx, num_tiles):
+        """Sm100BlockScaledGroupedGemm.prefetch_start with the plan's tables (the schedule
+        row, the sizes) into L2 only: the plan may still be writing them."""
+        lane = cute.arch.lane_idx()
+        num_groups = cute.size(mSizes, mode=[0])
+        if lane == 0:
+            if cluster_idx < num_tiles:
+                row = mSched.iterator.toint() + Int64(cluster_idx) * (3 * 4)
+                prefetch_l2(row)
+        prefetch_lines(mSizes.iterator.toint(), num_groups * (4 * 4), lane, True)
+        prefetch_lines(mDesc.iterator.toint(), num_groups * (SM100_NUM_DESC * SM100_DESC_BYTES), lane, True)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedSm100Kernels:
+    """One config's compiled masked kernels: the descriptor init, the plan and the GEMM."""
+
+    config: Sm100Config
+    init: object
+    plan: object
+    gemm: object
+
+
+@functools.lru_cache(maxsize=8)
+def compile_masked_sm100(config: Sm100Config) -> MaskedSm100Kernels:
+    """Compiles the three kernels of a config (direct_last_store) for sm_100a; without a GPU,
+    CUTE_DSL_ARCH=sm_100a selects the target."""
+    op = Sm100MaskedGemm(config)
+    plan = MaskedSm100PlanKernel(MaskedSm100PlanConfig(config.tile_m, config.tile_n))
+    i32, i64 = cutlass.Int32, cutlass.Int64
+    queue = cuda_driver.CUstream(0)
+    init_fn = cute.compile(op.init_on, fake_ptr(i32), fake_ptr(i64), fake_ptr(i64, SM100_DESC_BYTES), Int32(1),
+                           queue)
+    plan_fn = cute.compile(plan, fake_ptr(i32), fake_ptr(i32), fake_ptr(i32), *[Int32(1)] * 5, queue)
+    gemm_fn = cute.compile(op, fake_ptr(i32), fake_ptr(i64), fake_ptr(i32), fake_ptr(i64, SM100_DESC_BYTES),
+                           Int32(1), Int32(config.cta_group), Int32(1), *fake_watch_args(), queue)
+    return MaskedSm100Kernels(config, init_fn, plan_fn, gemm_fn)
