@@ -23,6 +23,7 @@ import functools
 from .binding import fake_ptr
 from .common import Int32, Int64, SmemAllocator, cute, cutlass
 from .masked_plan import MASKED_PLAN_THREADS
+from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
 from .sm100 import SM100_DESC_BYTES, SM100_NUM_DESC, Sm100BlockScaledGroupedGemm, Sm100Config
 from .watchdog import WatchSettings, fake_watch_args
@@ -99,13 +100,7 @@ class MaskedSm100PlanKernel:
         n_tiles = (n + tile_n - 1) // tile_n
 
         # 1. this thread's group: rows, sizes row, its section
-        m = Int32(0)
-        if tidx < groups:
-            m = cutlass.min(cutlass.max(mMasked[tidx], Int32(0)), max_m)
-            mSizes[0, tidx] = m
-            mSizes[1, tidx] = n
-            mSizes[2, tidx] = k
-            mSizes[3, tidx] = Int32(1)
+        m = group_rows(mMasked, mSizes, tidx, groups, max_m, n, k)
         sRows[tidx] = m
         a_tiles = Int32(0)
         if m >= tile_m:
@@ -119,18 +114,7 @@ class MaskedSm100PlanKernel:
         cute.arch.barrier()
 
         # 2. inclusive scan over the groups, both values at once
-        for step in cutlass.range_constexpr(threads.bit_length() - 1):
-            d = 1 << step
-            mine = []
-            for v in cutlass.range_constexpr(2):
-                prev = Int32(0)
-                if tidx >= d:
-                    prev = sScan[tidx - d, v]
-                mine.append(sScan[tidx, v] + prev)
-            cute.arch.barrier()
-            for v in cutlass.range_constexpr(2):
-                sScan[tidx, v] = mine[v]
-            cute.arch.barrier()
+        block_scan(sScan, tidx, 2, threads)
         a_rows = sScan[threads - 1, 0] * n_tiles
         live = a_rows + sScan[threads - 1, 1] * n_tiles
 

@@ -23,6 +23,7 @@ from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, SmemAllocator, ceil_div, cute, cutlass
 from .graph_pools import outside_graph_pools
 from .masked_plan import MASKED_PLAN_THREADS, MaskedGrid, masked_grid
+from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
 from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_WHOLE
 from .sm90 import SM90_DESC_BYTES, SM90_NUM_DESC, Sm90Fp4GroupedGemm
@@ -125,13 +126,7 @@ class MaskedPlanKernel:
         n_tiles = (n + self.cfg.tile_n - 1) // self.cfg.tile_n
 
         # 1. this thread's group: its rows, its sizes row, its tiles per phase
-        m = Int32(0)
-        if tidx < groups:
-            m = cutlass.min(cutlass.max(mMasked[tidx], Int32(0)), max_m)
-            mSizes[0, tidx] = m
-            mSizes[1, tidx] = n
-            mSizes[2, tidx] = k
-            mSizes[3, tidx] = Int32(1)
+        m = group_rows(mMasked, mSizes, tidx, groups, max_m, n, k)
         sRows[tidx] = m
         m_tiles, full, last = self.group_plan(m)
         for p in cutlass.range_constexpr(self.phases):
@@ -145,18 +140,7 @@ class MaskedPlanKernel:
         cute.arch.barrier()
 
         # 2. inclusive scan over the groups, every phase at once
-        for step in cutlass.range_constexpr(threads.bit_length() - 1):
-            d = 1 << step
-            mine = []
-            for p in cutlass.range_constexpr(self.phases):
-                prev = Int32(0)
-                if tidx >= d:
-                    prev = sScan[tidx - d, p]
-                mine.append(sScan[tidx, p] + prev)
-            cute.arch.barrier()
-            for p in cutlass.range_constexpr(self.phases):
-                sScan[tidx, p] = mine[p]
-            cute.arch.barrier()
+        block_scan(sScan, tidx, self.phases, threads)
         totals = [sScan[threads - 1, p] for p in range(self.phases)]
         starts = [Int32(0) for _ in range(self.phases)]
         for p in cutlass.range_constexpr(1, self.phases):
