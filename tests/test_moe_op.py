@@ -854,4 +854,8 @@ def test_the_entry_point_calls_the_implementation_directly_when_eager(monkeypatc
         nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out)
     assert any("grouped_mm_masked_out" in name for name in seen), seen[:5]
     assert moe._direct_call_ok((*x.args(), masked_m, out))
+    with torch.inference_mode():  # as a MoE layer serving requests runs it
+        fresh = torch.zeros((2, 8, 128), dtype=torch.float16)
+        assert nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, fresh) is fresh
+    assert_result(fresh, expected_out(x, counts), counts)
     assert not moe._direct_call_ok((*x.args(), masked_m, out.requires_grad_(False), torch.zeros(1, requires_grad=True)))
