@@ -57,7 +57,8 @@ class MaskedSm100PlanKernel:
       2. an inclusive scan over the groups (Hillis-Steele, both values at once) gives each
          section-A group its first row and the sections' sizes;
       3. a section-B thread ranks its group among section B's by rows descending, ties in
-         group order (a pass over the groups' rows in shared memory);
+         group order (a pass over the groups' rows in shared memory), kept in place of its
+         section-B scan entry;
       4. the threads walk the upper bound of tiles (every group full), a thread per tile:
          a live tile's (group, tile along M, tile along N) goes to its row;
       5. thread 0 writes the schedule's length at row `bound`, after the last row a call
@@ -127,15 +128,9 @@ class MaskedSm100PlanKernel:
                     if x < tile_m:
                         if (x > m) | ((x == m) & (h < tidx)):
                             rank = rank + 1
-        cute.arch.barrier()
+        cute.arch.barrier()  # every rank read its rows before any rank is written over the scan
         if short != 0:
             sScan[tidx, 1] = rank
-
-        # sScan[g, 0] from the inclusive scan to section A's first M tile (per column) of
-        # group g; sScan[g, 1] is a section-B group's rank
-        first = sScan[tidx, 0] - a_tiles
-        cute.arch.barrier()
-        sScan[tidx, 0] = first
         cute.arch.barrier()
 
         # 4. the live tiles of the upper bound -> their rows
@@ -149,9 +144,11 @@ class MaskedSm100PlanKernel:
             rows = sRows[g]
             g_tiles = (rows + tile_m - 1) // tile_m
             if tm < g_tiles:
+                # section B: after section A, by the group's rank; section A: after the
+                # earlier section-A groups' M tiles (the inclusive scan less its own)
                 i = a_rows + sScan[g, 1] * n_tiles + tn
                 if rows >= tile_m:
-                    i = sScan[g, 0] * n_tiles + tn * g_tiles + tm
+                    i = (sScan[g, 0] - g_tiles) * n_tiles + tn * g_tiles + tm
                 mSched[0, i] = g
                 mSched[1, i] = tm
                 mSched[2, i] = tn

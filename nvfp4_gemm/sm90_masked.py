@@ -20,7 +20,7 @@ import functools
 import torch
 
 from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
-from .common import Int32, Int64, SmemAllocator, ceil_div, cute, cutlass
+from .common import Int32, Int64, SmemAllocator, cute, cutlass
 from .graph_pools import outside_graph_pools
 from .masked_plan import MASKED_PLAN_THREADS, MaskedGrid, masked_grid
 from .plan_device import block_scan, group_rows
@@ -323,6 +323,11 @@ def masked_kernel_refusal(p, a, sfa, b, sfb) -> str | None:
     return None
 
 
+class FirstRunInCapture(RuntimeError):
+    """A config's first run (compile and module load) inside a CUDA graph capture, which
+    cannot hold it: the caller must run the op once before capturing."""
+
+
 @dataclasses.dataclass
 class MaskedEntry:
     """One set of buffers' device tables, its config and its launchers per stream handle."""
@@ -332,22 +337,24 @@ class MaskedEntry:
     tables: dict
     launchers: dict = dataclasses.field(default_factory=dict)
     initialized: bool = False
-    # the base addresses of a, b, sfa, sfb, out: addresses only, since a tensor kept here
-    # would stay live (in a graph's pool, where a capture made it)
+    # group_bases of a, b, sfa, sfb, out: addresses only, since a tensor kept here would
+    # stay live (in a graph's pool, where a capture made it)
     bases: tuple = ()
 
 
-def write_pointer_rows(ptrs: torch.Tensor, bases: tuple[int, ...], grid: MaskedGrid) -> None:
-    """ptrs (G, 5) int64 <- each group's token, weight, token scale, weight scale and C
-    addresses (the layout sm90.Sm90Fp4GroupedGemm reads), from the base addresses of a, b,
-    sfa, sfb and out and their strides, computed on the GPU: no host table, so nothing to
-    copy and nothing a capture could not hold."""
-    g = torch.arange(grid.groups, dtype=torch.int64, device=ptrs.device)
-    k_half = grid.k // 2
-    rest_k = ceil_div(grid.k // 16, 4)
-    strides = (grid.max_m * k_half, grid.n * k_half, ceil_div(grid.max_m, 128) * rest_k * 512,
-               ceil_div(grid.n, 128) * rest_k * 512, grid.max_m * grid.n * 2)
-    for col, (base, stride) in enumerate(zip(bases, strides)):
+def group_bases(a, b, sfa, sfb, out) -> tuple[tuple[int, int], ...]:
+    """(address, bytes from one group to the next) of a, b, sfa, sfb and out, in the order
+    of the pointer rows (the layout sm90.Sm90Fp4GroupedGemm reads): their group dimension's
+    strides, which the op's checks have found dense (1-byte elements but out's)."""
+    return tuple((t.data_ptr(), t.stride(group_dim) * t.element_size())
+                 for t, group_dim in ((a, 0), (b, 0), (sfa, 5), (sfb, 5), (out, 0)))
+
+
+def write_pointer_rows(ptrs: torch.Tensor, bases: tuple[tuple[int, int], ...]) -> None:
+    """ptrs (G, 5) int64 <- each group's addresses of group_bases' tensors, computed on the
+    GPU: no host table, so nothing to copy and nothing a capture could not hold."""
+    g = torch.arange(ptrs.shape[0], dtype=torch.int64, device=ptrs.device)
+    for col, (base, stride) in enumerate(bases):
         ptrs[:, col].copy_(g * stride + base)
 
 
@@ -370,7 +377,9 @@ class MaskedSm90Runner:
         self.configs: dict = {}
         self.loaded: set = set()  # configs whose kernels have run outside a capture
 
-    def entry(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> MaskedEntry:
+    def entry(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> MaskedEntry | str:
+        """The entry of these buffers, made on their first call; or why the kernel cannot
+        take them (masked_kernel_refusal, decided then and on every later such call)."""
         ckey = (p.groups, p.max_m, p.n, p.k, expected_m)
         cfg = self.configs.get(ckey)
         if cfg is None:
@@ -379,6 +388,9 @@ class MaskedSm90Runner:
                p.groups, p.max_m, p.n, p.k, cfg)
         e = self.entries.get(key)
         if e is None:
+            reason = masked_kernel_refusal(p, a, sfa, b, sfb)
+            if reason is not None:
+                return reason
             if len(self.entries) >= self.maxsize:
                 self.entries.pop(next(iter(self.entries)))
             grid = masked_grid(p.groups, p.max_m, p.n, p.k, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths,
@@ -390,23 +402,25 @@ class MaskedSm90Runner:
                 return t
             tables = outside_graph_pools(allocate, self.device)
             tables["masked_m"] = masked_m.data_ptr()  # its address only: the caller owns the tensor
-            bases = tuple(t.data_ptr() for t in (a, b, sfa, sfb, out))
-            e = self.entries[key] = MaskedEntry(grid, cfg, tables, bases=bases)
+            e = self.entries[key] = MaskedEntry(grid, cfg, tables, bases=group_bases(a, b, sfa, sfb, out))
         return e
 
     @staticmethod
     def prepare(e: MaskedEntry, init) -> None:
         """The entry's pointer and descriptor-size rows, then its descriptors (init)."""
-        write_pointer_rows(e.tables["ptrs"], e.bases, e.grid)
+        write_pointer_rows(e.tables["ptrs"], e.bases)
         for col, value in enumerate((e.grid.max_m, e.grid.n, e.grid.k, 1)):
             e.tables["desc_sizes"][:, col].fill_(value)
         init()
 
-    def run(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> None:
+    def run(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> str | None:
+        """The call's plan and GEMM; or, launching nothing, why the kernel cannot take it."""
         e = self.entry(a, sfa, b, sfb, masked_m, out, p, expected_m)
+        if isinstance(e, str):
+            return e
         capturing = torch.cuda.is_current_stream_capturing()
         if capturing and e.config not in self.loaded:
-            raise RuntimeError(
+            raise FirstRunInCapture(
                 f"grouped_mm_masked: the Hopper kernel {e.config.name} has not run on {self.device} yet, and "
                 "its first run (compile and module load) cannot be captured; run the op once with these "
                 "sizes before capturing it")
@@ -422,5 +436,6 @@ class MaskedSm90Runner:
             e.initialized = not capturing
         plan()
         gemm()
-        if not capturing:
+        if e.initialized:
             self.loaded.add(e.config)
+        return None

@@ -222,3 +222,22 @@ def test_the_sm100_masked_kernels_ptx(tmp_path, python, config):
             assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
     plan_ptx = Path(plan["ptx"]).read_text()
     assert "griddepcontrol.launch_dependents" in plan_ptx and "griddepcontrol.wait" not in plan_ptx
+
+
+def test_the_pointer_rows_are_each_groups_own_addresses():
+    """write_pointer_rows over group_bases: row g holds the addresses of a[g], b[g], group
+    g's scale slices and out[g], as the per-group views have them (the CPU runs it)."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_moe_op import make_inputs
+
+    from nvfp4_gemm.sm90_masked import group_bases, write_pointer_rows
+
+    x = make_inputs(3, 40, 136, 512, seed=5)
+    out = torch.zeros((3, 40, 136), dtype=torch.float16)
+    ptrs = torch.empty((3, 5), dtype=torch.int64)
+    write_pointer_rows(ptrs, group_bases(x.a, x.b, x.sfa, x.sfb, out))
+    for g in range(3):
+        want = [x.a[g].data_ptr(), x.b[g].data_ptr(), x.sfa[..., g].data_ptr(), x.sfb[..., g].data_ptr(),
+                out[g].data_ptr()]
+        assert ptrs[g].tolist() == want, g
