@@ -49,12 +49,11 @@ leaderboard's contract is custom_kernel's, and this op deals with the caller's C
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .common import _DSL_IMPORT_ERROR, PATH_ENV, SF_VEC_SIZE, ceil_div, warn_once
+from .common import _DSL_IMPORT_ERROR, SF_VEC_SIZE, ceil_div, warn_once
 from .formats import (
     _blocked_scale_shape,
     _blocked_scale_strides,
@@ -272,9 +271,11 @@ def _kernel_runner(device: torch.device):
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index in _RUNNERS:
         return _RUNNERS[index]
+    from .dispatch import requested_path  # NVFP4_GEMM_PATH, parsed as custom_kernel parses it
+
     runner = None
-    path = os.environ.get(PATH_ENV, "auto").strip().lower() or "auto"
-    if _DSL_IMPORT_ERROR is None and path in ("auto", "sm90") and torch.cuda.get_device_capability(index) == (9, 0):
+    if (_DSL_IMPORT_ERROR is None and requested_path() in ("auto", "sm90")
+            and torch.cuda.get_device_capability(index) == (9, 0)):
         from .sm90_masked import MaskedSm90Runner
         runner = MaskedSm90Runner(torch.device("cuda", index),
                                   torch.cuda.get_device_properties(index).multi_processor_count)
