@@ -17,20 +17,63 @@ round_robin_units) made from counts that only the GPU knows:
      + i // grid of the units table; CTA c's phase p starts at its first row i >= S_p,
      i.e. after ceil((S_p - c) / grid) of its rows.
 
+A split-K config (MaskedGrid.split) may instead cut the live tiles' K-tiles into one
+contiguous range per CTA (split_cuts), as the leaderboard path's k_range_units does with a
+bisection on the host; on the GPU the cuts are the quantiles of the modeled time:
+
+  4. the live tiles are laid out last phase first, each weighing a unit's cost and its
+     K-tiles their phase's cost each; cut c (0 < c < grid) is the K-tile where the weight
+     reaches c / grid of the total, moved to its tile's start or end where it would leave
+     a piece of fewer than min_kt K-tiles;
+  5. CTA c walks the tiles of [cut c, cut c + 1) backwards: its phases in the kernel's
+     order, the head of the tile cut at its end first (a PARTIAL into workspace slot c),
+     the tail of the tile cut at its start last (a FIXUP that adds slot c - 1). As in
+     k_range_units, a FIXUP waits only for the first unit of the CTA below it.
+
+The plan splits only where that is modeled faster than whole tiles and where each CTA's
+share is longer than a tile, so that no tile is cut twice; otherwise it writes whole tiles.
+
 Every size the launch depends on (grid, unit_stride, the tables' lengths) follows from
 G, max_m, N and K alone, so a CUDA graph replays the plan and the GEMM for any counts.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .common import ceil_div
-from .schedule import RANGE_FIELDS, UNIT_FIELDS, UNIT_WHOLE, persistent_grid, width_phase
+from .schedule import (
+    RANGE_FIELDS,
+    UNIT_FIELDS,
+    UNIT_FIXUP,
+    UNIT_PARTIAL,
+    UNIT_WHOLE,
+    persistent_grid,
+    width_phase,
+)
 
 # the plan kernel's block: one thread per group in its scan, so at most this many groups
 MASKED_PLAN_THREADS = 1024
+# the most CTAs a masked grid has: the plan keeps a cut per CTA in shared memory
+MASKED_MAX_GRID = 1024
+
+
+@dataclass(frozen=True)
+class SplitCosts:
+    """The split plan's cost model in integers (hundredths of a microsecond, from the
+    config's sm90_cost_model): a K-tile of each phase, a unit, a split piece's fixup; and
+    the fewest K-tiles a piece may have."""
+
+    kt: tuple[int, ...]
+    unit: int
+    fixup: int
+    min_kt: int = 2
+
+    @classmethod
+    def of(cls, kt_us, unit_us: float, fixup_us: float) -> "SplitCosts":
+        return cls(tuple(max(1, round(100 * x)) for x in kt_us), round(100 * unit_us), round(100 * fixup_us))
 
 
 @dataclass(frozen=True)
@@ -49,6 +92,12 @@ class MaskedGrid:
     widths: tuple[int, ...]
     grid: int
     unit_stride: int
+    split: SplitCosts | None = None  # a split-K config's costs: the plan may cut tiles by K
+
+    @property
+    def slots(self) -> int:
+        """Workspace slots (one per cut between two CTAs) of a split-K config, else 0."""
+        return self.grid - 1 if self.split is not None else 0
 
     @property
     def tile_m(self) -> int:
@@ -69,13 +118,23 @@ class MaskedGrid:
 
 
 def masked_grid(groups: int, max_m: int, n: int, k: int, k_tile: int, tile_n: int,
-                widths: Sequence[int], num_sms: int) -> MaskedGrid:
+                widths: Sequence[int], num_sms: int, split: SplitCosts | None = None) -> MaskedGrid:
     """The launch shape for these buffers on a GPU of num_sms SMs (one CTA an SM), for a
-    kernel of k_tile-deep K-tiles (K a multiple of it)."""
+    kernel of k_tile-deep K-tiles (K a multiple of it); split: a split-K config's costs.
+    A split CTA's share is at most a grid's share of every tile at the dearest phase plus
+    the cuts' moves, which holds at most that over a tile at the cheapest phase, plus the
+    two pieces at its ends."""
     bound = groups * ceil_div(max_m, widths[0]) * ceil_div(n, tile_n)
     grid = persistent_grid(bound, num_sms)
-    return MaskedGrid(groups, max_m, n, k, k // k_tile, tile_n, tuple(widths), grid,
-                      max(1, ceil_div(bound, grid)))
+    assert grid <= MASKED_MAX_GRID, grid
+    k_tiles = k // k_tile
+    stride = max(1, ceil_div(bound, grid))
+    if split is not None:
+        assert len(split.kt) == len(widths), (split, widths)
+        w_max, w_min = max(split.kt), min(split.kt)
+        share = ceil_div(bound * (k_tiles * w_max + split.unit), grid) + 2 * split.min_kt * w_max
+        stride = max(stride, ceil_div(share, k_tiles * w_min + split.unit) + 2)
+    return MaskedGrid(groups, max_m, n, k, k_tiles, tile_n, tuple(widths), grid, stride, split)
 
 
 def group_plan(m: int, tile_m: int, widths: Sequence[int]) -> tuple[int, int, int]:
@@ -104,6 +163,44 @@ def masked_rows(masked_m: Sequence[int], max_m: int) -> list[int]:
     return [min(max(int(m), 0), max_m) for m in masked_m]
 
 
+def split_cuts(totals: Sequence[int], grid: MaskedGrid) -> list[int] | None:
+    """Step 4's cuts for phases of totals[p] live tiles: grid + 1 positions in K-tiles
+    along the tiles laid out last phase first (cut 0 at 0, cut grid at the end); a tile of
+    phase q weighs the unit's cost, at its start, and its K-tiles' at q's cost each. None
+    where the plan writes whole tiles: no split costs, no live tile, a CTA's share not
+    longer than a tile (plus a K-tile each side for the rounding), or no gain over the
+    round robin's ceil(live / grid) tiles a CTA. Integer arithmetic, as the kernel's."""
+    s, kts, ctas = grid.split, grid.k_tiles, grid.grid
+    live = sum(totals)
+    if s is None or live == 0:
+        return None
+    tile_w = [kts * w + s.unit for w in s.kt]
+    total = sum(t * w for t, w in zip(totals, tile_w))
+    share = total // ctas
+    whole = ceil_div(live, ctas) * tile_w[0]
+    if share < max(tile_w) + 2 * max(s.kt) or share + s.unit + 2 * s.fixup >= whole:
+        return None
+    cuts = [0]
+    for c in range(1, ctas):
+        target, pos = c * total // ctas, 0
+        for q in reversed(range(len(totals))):  # the phase blocks in layout order
+            block = totals[q] * tile_w[q]
+            if target < block:
+                t, rest = divmod(target, tile_w[q])
+                pos += t * kts + max(rest - s.unit, 0) // s.kt[q]
+                break
+            target -= block
+            pos += totals[q] * kts
+        j, kt = divmod(pos, kts)
+        if kt < s.min_kt:
+            pos = j * kts
+        elif kt > kts - s.min_kt:
+            pos = (j + 1) * kts
+        cuts.append(pos)
+    cuts.append(live * kts)
+    return cuts
+
+
 def masked_tables(masked_m: Sequence[int], grid: MaskedGrid):
     """(sizes, ranges, units) as the plan kernel writes them: sizes[g] = (m_g, N, K, 1)
     rows; ranges[c] = CTA c's phase starts and end (absolute rows of the units table, zero
@@ -119,6 +216,10 @@ def masked_tables(masked_m: Sequence[int], grid: MaskedGrid):
         totals = [t + x for t, x in zip(totals, c)]
     starts = [sum(totals[:p]) for p in range(phases)]
     live = sum(totals)
+    cuts = split_cuts(totals, grid)
+    # step 4's layout: phase q's tiles start at tile layout[q], the later phases first
+    layout = [sum(totals[q + 1:]) for q in range(phases)]
+    kts, stride = grid.k_tiles, grid.unit_stride
     units = {}
     for g, m in enumerate(rows):
         m_tiles, full, last = group_plan(m, grid.tile_m, grid.widths)
@@ -132,13 +233,34 @@ def masked_tables(masked_m: Sequence[int], grid: MaskedGrid):
             else:
                 p, j = last, tn
             i = starts[p] + offsets[g][p] + j
-            units[(i % grid.grid) * grid.unit_stride + i // grid.grid] = (
-                g, tm, tn, 0, grid.k_tiles, UNIT_WHOLE, 0, -1)
+            if cuts is None:
+                units[(i % grid.grid) * stride + i // grid.grid] = (g, tm, tn, 0, kts, UNIT_WHOLE, 0, -1)
+                continue
+            # step 5: the CTA whose range holds the tile's first K-tile, and the next one
+            # where the tile is cut
+            t = layout[p] + i - starts[p]
+            c = bisect.bisect_right(cuts, t * kts, 0, grid.grid) - 1
+            end = cuts[c + 1]
+            kt1 = min(end - t * kts, kts)
+            if kt1 == kts:
+                units[c * stride + (end - 1) // kts - t] = (g, tm, tn, 0, kts, UNIT_WHOLE, 0, -1)
+            else:
+                units[c * stride + (end - 1) // kts - t] = (g, tm, tn, 0, kt1, UNIT_PARTIAL, c, -1)
+                units[(c + 1) * stride + (cuts[c + 2] - 1) // kts - t] = (g, tm, tn, kt1, kts, UNIT_FIXUP, 0, c)
     ranges = []
     for c in range(grid.grid):
-        base = c * grid.unit_stride
-        row = [base + (s - c + grid.grid - 1) // grid.grid for s in starts]
-        row.append(base + (live - c + grid.grid - 1) // grid.grid)
+        base = c * stride
+        if cuts is None:
+            row = [base + (s - c + grid.grid - 1) // grid.grid for s in starts]
+            row.append(base + (live - c + grid.grid - 1) // grid.grid)
+        else:
+            lo, hi = cuts[c], cuts[c + 1]
+            first, last_tile = lo // kts, (hi - 1) // kts
+            count = last_tile - first + 1 if hi > lo else 0
+            # phase p starts after the CTA's tiles of the earlier phases, the layout's last
+            row = [base + (min(max(last_tile - max(first, layout[p - 1]) + 1, 0), count) if p else 0)
+                   for p in range(phases)]
+            row.append(base + count)
         ranges.append(tuple(row + [0] * (RANGE_FIELDS - len(row))))
     sizes = [(m, grid.n, grid.k, 1) for m in rows]
     assert all(len(u) == UNIT_FIELDS for u in units.values())

@@ -22,12 +22,27 @@ import torch
 from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, SmemAllocator, cute, cutlass
 from .graph_pools import outside_graph_pools
-from .masked_plan import MASKED_PLAN_THREADS, MaskedGrid, masked_grid
+from .masked_plan import (
+    MASKED_MAX_GRID,
+    MASKED_PLAN_THREADS,
+    MaskedGrid,
+    SplitCosts,
+    masked_grid,
+    phase_counts,
+    split_cuts,
+)
 from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
-from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_WHOLE
+from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL, UNIT_WHOLE
 from .sm90 import SM90_DESC_BYTES, SM90_NUM_DESC, Sm90Fp4GroupedGemm
-from .sm90_config import SM90_PACKED_K_TILE, Sm90Config, sm90_candidate_configs, sm90_makespan_us
+from .sm90_config import (
+    SM90_PACKED_K_TILE,
+    Sm90Config,
+    sm90_candidate_configs,
+    sm90_cost_model,
+    sm90_makespan_us,
+    sm90_partial_floats,
+)
 from .watchdog import WatchSettings, fake_watch_args
 
 try:
@@ -39,17 +54,26 @@ except ImportError:  # the torch paths still import
 @dataclasses.dataclass(frozen=True)
 class MaskedPlanConfig:
     """What the plan kernel is compiled for: the GEMM config's tile width and phase widths
-    (widths[0] is the tile's height)."""
+    (widths[0] is the tile's height), and a split-K config's costs (None: whole tiles)."""
 
     tile_n: int
     widths: tuple[int, ...]
+    split: SplitCosts | None = None
 
 
 def masked_plan_is_legal(cfg: MaskedPlanConfig) -> bool:
-    """Descending widths, at most MAX_PHASES of them (the ranges row holds MAX_PHASES + 1)."""
+    """Descending widths, at most MAX_PHASES of them (the ranges row holds MAX_PHASES + 1);
+    split costs, where given, one a phase, positive, with pieces of at least one K-tile."""
     w = cfg.widths
+    split_ok = cfg.split is None or (len(cfg.split.kt) == len(w) and min(cfg.split.kt) > 0
+                                     and cfg.split.unit >= 0 and cfg.split.fixup >= 0 and cfg.split.min_kt >= 1)
     return (0 < len(w) <= MAX_PHASES and all(x > 0 for x in w) and list(w) == sorted(set(w), reverse=True)
-            and cfg.tile_n > 0)
+            and cfg.tile_n > 0 and split_ok)
+
+
+def masked_split_costs(config: Sm90Config) -> SplitCosts | None:
+    """The split plan's costs of a split-K config (None for a whole-tile one)."""
+    return SplitCosts.of(*sm90_cost_model(config)) if config.split_k else None
 
 
 class MaskedPlanKernel:
@@ -61,20 +85,28 @@ class MaskedPlanKernel:
       2. an inclusive scan over the groups (Hillis-Steele, log2(threads) steps, all
          phases at once) gives each group's rows per phase up to its own, the last entry
          each phase's size, and so each phase's first row S_p of the schedule;
-      3. the threads walk the upper bound of tiles (every group full: G x M tiles x N
+      3. with a split-K config, every thread decides alike from the phases' sizes whether
+         to split (masked_plan.split_cuts), and thread c computes cut c into shared memory;
+      4. the threads walk the upper bound of tiles (every group full: G x M tiles x N
          tiles), a thread per tile: a live tile (tm < the group's M tiles) is schedule row
-         i = S_p + the group's exclusive offset in phase p + its index in the group's run,
-         written as a whole-tile unit to units row (i % grid) * unit_stride + i // grid;
-      4. thread c writes CTA c's ranges row: its phase starts and end, from S_p and the
-         live total (masked_plan.masked_tables, step 3).
+         i = S_p + the group's exclusive offset in phase p + its index in the group's run.
+         Whole tiles: a whole-tile unit at units row (i % grid) * unit_stride + i // grid.
+         Split: the CTA whose cuts hold the tile's first K-tile (a binary search of the
+         cuts) gets it, walked backwards from its last tile; a tile the next cut falls in
+         is that CTA's PARTIAL and the next CTA's FIXUP (masked_plan.masked_tables);
+      5. thread c writes CTA c's ranges row: its phase starts and end, from S_p and the
+         live total, or from its cuts.
     It lets the GEMM's grid launch at once (griddepcontrol.launch_dependents): the GEMM
     reads no table before its griddepcontrol.wait, which waits for this grid's writes.
 
-    Constraints: G <= MASKED_PLAN_THREADS; widths as masked_plan_is_legal says.
+    Constraints: G <= MASKED_PLAN_THREADS; grid <= MASKED_MAX_GRID; the config as
+    masked_plan_is_legal says.
 
     Follows the grouped schedulers of CUTLASS (a persistent CTA's linear tile index mapped
     to a group through the groups' tile counts) and FlashInfer's masked one, with the map
-    made once a call into the host schedule's own table format instead of in every CTA.
+    made once a call into the host schedule's own table format instead of in every CTA;
+    the split is stream-K's (CUTLASS's stream-K scheduler: each CTA an equal share of the
+    K-tiles, a tile cut between two CTAs reduced through a workspace), with one cut a tile.
     """
 
     def __init__(self, config: MaskedPlanConfig):
@@ -105,6 +137,55 @@ class MaskedPlanKernel:
             full = m_tiles - 1
         return m_tiles, full, last
 
+    @cute.jit
+    def split_decision(self, totals, live, k_tiles, grid):
+        """(1 where the plan splits, else 0; the layout's total weight): masked_plan.split_cuts'
+        test, in 64-bit integers (a weight times a CTA index passes 2**31)."""
+        s = self.cfg.split
+        tile_w = [Int64(k_tiles * s.kt[q] + s.unit) for q in range(self.phases)]
+        total = Int64(0)
+        for q in cutlass.range_constexpr(self.phases):
+            total = total + Int64(totals[q]) * tile_w[q]
+        share = total // Int64(grid)
+        whole = Int64((live + grid - 1) // grid) * tile_w[0]
+        widest = Int64(k_tiles * max(s.kt) + s.unit + 2 * max(s.kt))
+        split = Int32(0)
+        if live > 0:
+            if share >= widest:
+                if share + Int64(s.unit + 2 * s.fixup) < whole:
+                    split = Int32(1)
+        return split, total
+
+    @cute.jit
+    def cut(self, c, totals, live, total, k_tiles, grid):
+        """Cut c's position in K-tiles along the layout (masked_plan.split_cuts)."""
+        s = self.cfg.split
+        pos = live * k_tiles
+        if c < grid:
+            target = Int64(c) * total // Int64(grid)
+            pos = Int32(0)
+            found = Int32(0)
+            for q in cutlass.range_constexpr(self.phases - 1, -1, -1):  # the layout's phase blocks
+                tile_w = Int64(k_tiles * s.kt[q] + s.unit)
+                block = Int64(totals[q]) * tile_w
+                if found == 0:
+                    if target < block:
+                        t = target // tile_w
+                        rest = Int32(target - t * tile_w) - s.unit
+                        pos = pos + Int32(t) * k_tiles + cutlass.max(rest, Int32(0)) // s.kt[q]
+                        found = Int32(1)
+                    else:
+                        target = target - block
+                        pos = pos + totals[q] * k_tiles
+            j = pos // k_tiles
+            kt = pos - j * k_tiles
+            if kt < s.min_kt:
+                pos = j * k_tiles
+            else:
+                if kt > k_tiles - s.min_kt:
+                    pos = (j + 1) * k_tiles
+        return pos
+
     @cute.kernel
     def kernel(self, masked_ptr, sizes_ptr, ranges_ptr, units_ptr, groups, max_m, n, k, k_tiles, grid,
                unit_stride):
@@ -115,6 +196,8 @@ class MaskedPlanKernel:
             "rows": cute.struct.MemRange[cutlass.Int32, threads],
             "scan": cute.struct.MemRange[cutlass.Int32, MAX_PHASES * threads],
         }
+        if cutlass.const_expr(self.cfg.split is not None):
+            fields["cuts"] = cute.struct.MemRange[cutlass.Int32, MASKED_MAX_GRID + 1]
         storage = SmemAllocator().allocate(
             cute.struct(type("PlanStorage", (), {"__annotations__": fields})))
         sRows = storage.rows.get_tensor(cute.make_layout(threads))
@@ -147,7 +230,21 @@ class MaskedPlanKernel:
             starts[p] = starts[p - 1] + totals[p - 1]
         live = starts[self.phases - 1] + totals[self.phases - 1]
 
-        # 3. the live tiles of the upper bound -> their units rows
+        # 3. split or not, and the cuts (the layout puts phase q's tiles from layout[q] on)
+        split = Int32(0)
+        layout = [Int32(0) for _ in range(self.phases)]
+        sCuts = None
+        if cutlass.const_expr(self.cfg.split is not None):
+            for q in cutlass.range_constexpr(self.phases - 2, -1, -1):
+                layout[q] = layout[q + 1] + totals[q + 1]
+            split, total = self.split_decision(totals, live, k_tiles, grid)
+            sCuts = storage.cuts.get_tensor(cute.make_layout(MASKED_MAX_GRID + 1))
+            if split != 0:
+                for c in cutlass.range(tidx, grid + 1, threads, unroll=1):
+                    sCuts[c] = self.cut(c, totals, live, total, k_tiles, grid)
+            cute.arch.barrier()
+
+        # 4. the live tiles of the upper bound -> their units rows
         m_bound = (max_m + self.tile_m - 1) // self.tile_m
         per_group = m_bound * n_tiles
         for idx in cutlass.range(tidx, groups * per_group, threads, unroll=1):
@@ -159,23 +256,87 @@ class MaskedPlanKernel:
             if tm < g_tiles:
                 # phase 0: the group's full tiles, column by column; else its last M tile
                 i = starts[0] + sScan[g, 0] - g_full * n_tiles + tn * g_full + tm
+                to_layout = layout[0] - starts[0]  # the tile's place in the split layout, less i
                 if tm >= g_full:
                     for p in cutlass.range_constexpr(1, self.phases):
                         if g_last == p:
                             i = starts[p] + sScan[g, p] - n_tiles + tn
+                            to_layout = layout[p] - starts[p]
                 row = (i % grid) * unit_stride + i // grid
                 unit = (g, tm, tn, Int32(0), k_tiles, Int32(UNIT_WHOLE), Int32(0), Int32(-1))
-                for f in cutlass.range_constexpr(UNIT_FIELDS):
-                    mUnits[f, row] = unit[f]
+                if cutlass.const_expr(self.cfg.split is None):
+                    self.write_unit(mUnits, row, unit)
+                else:
+                    if split == 0:
+                        self.write_unit(mUnits, row, unit)
+                    else:
+                        self.write_split_tile(mUnits, sCuts, i + to_layout, (g, tm, tn), k_tiles, grid, unit_stride)
 
-        # 4. each CTA's phase starts and end
+        # 5. each CTA's phase starts and end
         for c in cutlass.range(tidx, grid, threads, unroll=1):
-            base = c * unit_stride
-            for p in cutlass.range_constexpr(self.phases):
-                mRanges[p, c] = base + (starts[p] - c + grid - 1) // grid
-            mRanges[self.phases, c] = base + (live - c + grid - 1) // grid
+            if cutlass.const_expr(self.cfg.split is None):
+                self.write_round_robin_range(mRanges, c, starts, live, grid, unit_stride)
+            else:
+                if split == 0:
+                    self.write_round_robin_range(mRanges, c, starts, live, grid, unit_stride)
+                else:
+                    self.write_split_range(mRanges, sCuts, c, layout, k_tiles, unit_stride)
             for f in cutlass.range_constexpr(self.phases + 1, RANGE_FIELDS):
                 mRanges[f, c] = Int32(0)
+
+    @cute.jit
+    def write_round_robin_range(self, mRanges, c, starts, live, grid, unit_stride):
+        """CTA c's ranges row of whole tiles: after ceil((S_p - c) / grid) of its rows."""
+        base = c * unit_stride
+        for p in cutlass.range_constexpr(self.phases):
+            mRanges[p, c] = base + (starts[p] - c + grid - 1) // grid
+        mRanges[self.phases, c] = base + (live - c + grid - 1) // grid
+
+    @cute.jit
+    def write_split_range(self, mRanges, sCuts, c, layout, k_tiles, unit_stride):
+        """CTA c's ranges row of a split plan: its tiles from cut c to cut c + 1, phase p
+        after those of the earlier phases (the layout's last, the CTA's first walked)."""
+        base = c * unit_stride
+        lo, hi = sCuts[c], sCuts[c + 1]
+        first, last_tile = lo // k_tiles, (hi - 1) // k_tiles
+        count = Int32(0)
+        if hi > lo:
+            count = last_tile - first + 1
+        mRanges[0, c] = base
+        for p in cutlass.range_constexpr(1, self.phases):
+            before = last_tile - cutlass.max(first, layout[p - 1]) + 1
+            mRanges[p, c] = base + cutlass.min(cutlass.max(before, Int32(0)), count)
+        mRanges[self.phases, c] = base + count
+
+    @cute.jit
+    def write_unit(self, mUnits, row, unit):
+        for f in cutlass.range_constexpr(UNIT_FIELDS):
+            mUnits[f, row] = unit[f]
+
+    @cute.jit
+    def write_split_tile(self, mUnits, sCuts, t, tile, k_tiles, grid, unit_stride):
+        """Tile t of the split layout -> the units of the CTA whose range holds its first
+        K-tile (the last c < grid with cut c <= t * k_tiles, by a binary search), and where
+        that range ends inside the tile, the next CTA's FIXUP of the rest."""
+        start = t * k_tiles
+        lo, hi = Int32(0), grid  # cut lo <= start < cut hi
+        for _ in cutlass.range_constexpr(MASKED_MAX_GRID.bit_length()):
+            if hi - lo > 1:
+                mid = (lo + hi) // 2
+                if sCuts[mid] <= start:
+                    lo = mid
+                else:
+                    hi = mid
+        end = sCuts[lo + 1]
+        row = lo * unit_stride + (end - 1) // k_tiles - t
+        kt1 = cutlass.min(end - start, k_tiles)
+        g, tm, tn = tile
+        if kt1 == k_tiles:
+            self.write_unit(mUnits, row, (g, tm, tn, Int32(0), k_tiles, Int32(UNIT_WHOLE), Int32(0), Int32(-1)))
+        else:
+            self.write_unit(mUnits, row, (g, tm, tn, Int32(0), kt1, Int32(UNIT_PARTIAL), lo, Int32(-1)))
+            nxt = (lo + 1) * unit_stride + (sCuts[lo + 2] - 1) // k_tiles - t
+            self.write_unit(mUnits, nxt, (g, tm, tn, kt1, k_tiles, Int32(UNIT_FIXUP), Int32(0), lo))
 
 
 class Sm90MaskedGemm(Sm90Fp4GroupedGemm):
@@ -191,13 +352,14 @@ class Sm90MaskedGemm(Sm90Fp4GroupedGemm):
         units) are prefetched into L2 only: the plan may still be writing them, and L2,
         unlike L1, is where its writes land;
       - it launches on the caller's stream, with the descriptor init too.
-    Constraints: Sm90Fp4GroupedGemm's, with whole tiles only (no split-K).
+    A split-K config walks the plan's PARTIAL and FIXUP units as the leaderboard path's
+    (Sm90Fp4GroupedGemm), with the buffers' workspace: a slot and its flags per cut.
+    Constraints: Sm90Fp4GroupedGemm's.
     """
 
     DIRECT_STORES = True
 
     def __init__(self, config: Sm90Config):
-        assert not config.split_k, config
         super().__init__(config, WatchSettings(enabled=False))
 
     @cute.jit
@@ -206,8 +368,8 @@ class Sm90MaskedGemm(Sm90Fp4GroupedGemm):
                  flags_ptr: cute.Pointer, num_ctas: Int32, unit_stride: Int32, num_groups: Int32,
                  record_ptr: cute.Pointer, claim_ptr: cute.Pointer, launch_tag: Int32, timeout_ns: Int64,
                  stream: cuda_driver.CUstream):
-        """Sm90Fp4GroupedGemm.__call__'s arguments (split-K's and the watchdog's are null:
-        both are compiled out), then the stream."""
+        """Sm90Fp4GroupedGemm.__call__'s arguments (the watchdog's are null: it is compiled
+        out; so are split-K's for a whole-tile config), then the stream."""
         self.launch_gemm((sizes_ptr, ptrs_ptr, ranges_ptr, units_ptr, tmaps_ptr, partials_ptr, flags_ptr,
                           num_ctas, unit_stride, num_groups, record_ptr, claim_ptr, launch_tag, timeout_ns),
                          {"stream": stream})
@@ -253,7 +415,7 @@ def _fake_queue():
 def compile_masked_sm90(config: Sm90Config) -> MaskedKernels:
     """Compiles the three kernels of a config for sm_90a (no GPU needed)."""
     op = Sm90MaskedGemm(config)
-    plan = MaskedPlanKernel(MaskedPlanConfig(config.tile_n, tuple(config.widths)))
+    plan = MaskedPlanKernel(MaskedPlanConfig(config.tile_n, tuple(config.widths), masked_split_costs(config)))
     i32, i64 = cutlass.Int32, cutlass.Int64
     init_fn = cute.compile(op.init_on, fake_ptr(i32), fake_ptr(i64), fake_ptr(i64, 128), Int32(1), _fake_queue())
     plan_fn = cute.compile(plan, fake_ptr(i32), fake_ptr(i32), fake_ptr(i32), fake_ptr(i32),
@@ -267,7 +429,7 @@ def compile_masked_sm90(config: Sm90Config) -> MaskedKernels:
 def bind_masked(kernels: MaskedKernels, grid: MaskedGrid, tables: dict, queue: int):
     """(init, plan, gemm) launchers on stream handle `queue` for one set of buffers:
     tables holds masked_m's address and the device tensors sizes, desc_sizes, ptrs,
-    ranges, units, tmaps."""
+    ranges, units, tmaps (and a split-K config's partials and flags)."""
     q = cuda_driver.CUstream(queue)
     t = tables
     init = bind_launch(kernels.init, (gmem_arg(t["desc_sizes"], cutlass.Int32), gmem_arg(t["ptrs"], cutlass.Int64),
@@ -280,33 +442,55 @@ def bind_masked(kernels: MaskedKernels, grid: MaskedGrid, tables: dict, queue: i
     gemm = bind_launch(kernels.gemm, (
         gmem_arg(t["sizes"], cutlass.Int32), gmem_arg(t["ptrs"], cutlass.Int64),
         gmem_arg(t["ranges"], cutlass.Int32), gmem_arg(t["units"], cutlass.Int32),
-        gmem_arg(t["tmaps"], cutlass.Int64, 128), KernelArg(cutlass.Float32, 0, True), KernelArg(cutlass.Int32, 0, True),
+        gmem_arg(t["tmaps"], cutlass.Int64, 128),
+        *((gmem_arg(t["partials"], cutlass.Float32), gmem_arg(t["flags"], cutlass.Int32)) if "flags" in t
+          else (KernelArg(cutlass.Float32, 0, True), KernelArg(cutlass.Int32, 0, True))),
         int_arg(Int32, grid.grid), int_arg(Int32, grid.unit_stride), int_arg(Int32, grid.groups),
         KernelArg(cutlass.Int32, 0, True), KernelArg(cutlass.Int32, 0, True), int_arg(Int32, 0), int_arg(Int64, 0), q))
     return init, plan, gemm
 
 
-def device_tables(grid: MaskedGrid, device: torch.device) -> dict:
+def device_tables(grid: MaskedGrid, config: Sm90Config, device: torch.device) -> dict:
     """The device tables of one set of buffers, uninitialized (the plan writes sizes,
-    ranges and units every call; the caller fills desc_sizes and ptrs once)."""
+    ranges and units every call; the caller fills desc_sizes and ptrs once, and zeroes a
+    split-K config's flags, which each FIXUP resets after use)."""
     def ints(*shape, dtype=torch.int32):
         return torch.empty(shape, dtype=dtype, device=device)
-    return {
+    tables = {
         "sizes": ints(max(grid.groups, 1), 4),
         "ranges": ints(grid.grid, RANGE_FIELDS),
         "units": ints(grid.grid * grid.unit_stride, UNIT_FIELDS),
         "tmaps": ints(max(grid.groups, 1) * SM90_NUM_DESC * SM90_DESC_BYTES // 8, dtype=torch.int64),
     }
+    if config.split_k:
+        slots = max(grid.slots, 1)
+        tables["partials"] = ints(slots * sm90_partial_floats(config), dtype=torch.float32)
+        tables["flags"] = ints(slots * config.consumer_wgs)
+    return tables
 
 
 # ------------------------------------------------------------------ host side of a call
+def masked_config_grid(config: Sm90Config, groups: int, max_m: int, n: int, k: int, num_sms: int) -> MaskedGrid:
+    """The launch shape of config for these buffers."""
+    return masked_grid(groups, max_m, n, k, SM90_PACKED_K_TILE, config.tile_n, config.widths, num_sms,
+                       masked_split_costs(config))
+
+
 def choose_masked_config(groups: int, max_m: int, n: int, k: int, expected_m: int | None,
                          num_sms: int) -> Sm90Config:
-    """The whole-tile config the leaderboard path's chooser models fastest for G groups of
-    expected_m rows (max_m without the hint): a hint picks the config, never a result."""
+    """The config the leaderboard path's chooser models fastest for G groups of expected_m
+    rows (max_m without the hint): a hint picks the config, never a result. A split-K
+    config competes only where the plan would split those rows (masked_plan.split_cuts),
+    so that it is never chosen for a split the plan then does not make."""
     m = max_m if expected_m is None else min(max(int(expected_m), 1), max_m)
     sizes = [(m, n, k, 1)] * groups
-    configs = [cfg for cfg in sm90_candidate_configs(sizes, num_sms) if not cfg.split_k]
+
+    def plan_splits(cfg):
+        grid = masked_config_grid(cfg, groups, max_m, n, k, num_sms)
+        totals = [sum(c) for c in zip(*(phase_counts(m, grid) for _ in range(groups)))]
+        return split_cuts(totals, grid) is not None
+
+    configs = [cfg for cfg in sm90_candidate_configs(sizes, num_sms) if not cfg.split_k or plan_splits(cfg)]
     return min(configs, key=lambda cfg: sm90_makespan_us(sizes, cfg, num_sms))
 
 
@@ -393,10 +577,9 @@ class MaskedSm90Runner:
                 return reason
             if len(self.entries) >= self.maxsize:
                 self.entries.pop(next(iter(self.entries)))
-            grid = masked_grid(p.groups, p.max_m, p.n, p.k, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths,
-                               self.num_sms)
+            grid = masked_config_grid(cfg, p.groups, p.max_m, p.n, p.k, self.num_sms)
             def allocate():  # allocation only: the fills are on the caller's stream (prepare)
-                t = device_tables(grid, self.device)
+                t = device_tables(grid, cfg, self.device)
                 t["ptrs"] = torch.empty((p.groups, 5), dtype=torch.int64, device=self.device)
                 t["desc_sizes"] = torch.empty((p.groups, 4), dtype=torch.int32, device=self.device)
                 return t
@@ -407,8 +590,11 @@ class MaskedSm90Runner:
 
     @staticmethod
     def prepare(e: MaskedEntry, init) -> None:
-        """The entry's pointer and descriptor-size rows, then its descriptors (init)."""
+        """The entry's pointer and descriptor-size rows, a split-K config's flags, then its
+        descriptors (init)."""
         write_pointer_rows(e.tables["ptrs"], e.bases)
+        if "flags" in e.tables:
+            e.tables["flags"].zero_()
         for col, value in enumerate((e.grid.max_m, e.grid.n, e.grid.k, 1)):
             e.tables["desc_sizes"][:, col].fill_(value)
         init()

@@ -14,15 +14,32 @@ from cases import ROOT
 
 from nvfp4_gemm.masked_plan import (
     MASKED_PLAN_THREADS,
+    SplitCosts,
+    group_plan,
     masked_grid,
     masked_rows,
     masked_tables,
+    split_cuts,
     walked_units,
 )
-from nvfp4_gemm.schedule import RANGE_FIELDS, phased_tile_schedule, round_robin_units
-from nvfp4_gemm.sm90_config import SM90_PACKED_K_TILE, sm90_offered_configs
+from nvfp4_gemm.schedule import (
+    RANGE_FIELDS,
+    UNIT_FIXUP,
+    UNIT_PARTIAL,
+    UNIT_WHOLE,
+    phased_tile_schedule,
+    round_robin_units,
+)
+from nvfp4_gemm.sm90_config import (
+    SM90_PACKED_K_TILE,
+    sm90_cost_model,
+    sm90_makespan_us,
+    sm90_offered_configs,
+    sm90_work_schedule,
+)
 
 WHOLE_TILE_CONFIGS = [c for c in sm90_offered_configs(((1, 128, 256, 1),), 132) if not c.split_k]
+SPLIT_CONFIGS = [c for c in sm90_offered_configs(((300, 4096, 7168, 1),) * 8, 132) if c.split_k]
 EDGES = (0, 1, 31, 32, 33, 127, 128, 129)
 
 
@@ -80,6 +97,123 @@ def test_the_launch_shape_depends_on_the_buffers_alone():
     assert units == {} and ranges == [(0,) * RANGE_FIELDS]
 
 
+def _split_grid(cfg, groups, max_m, n=4096, k=7168, sms=132):
+    return masked_grid(groups, max_m, n, k, SM90_PACKED_K_TILE, cfg.tile_n, cfg.widths, sms,
+                       SplitCosts.of(*sm90_cost_model(cfg)))
+
+
+def _modeled_us(ctas, starts, cfg):
+    """The slowest CTA's time by the config's cost model: its pieces' K-tiles at their
+    phase's cost, a unit's cost each, a fixup's for each split piece."""
+    kt_us, unit_us, fixup_us = sm90_cost_model(cfg)
+    worst = 0.0
+    for cta, st in zip(ctas, starts):
+        bounds = (*st, len(cta))
+        phase = [p for p in range(len(st)) for _ in range(bounds[p], bounds[p + 1])]
+        worst = max(worst, sum((u[4] - u[3]) * kt_us[p] + unit_us + (fixup_us if u[5] != UNIT_WHOLE else 0)
+                               for u, p in zip(cta, phase)))
+    return worst
+
+
+def _prefill(groups, lo, hi, seed):
+    rng = random.Random(seed)
+    return [rng.randint(lo, hi) for _ in range(groups)]
+
+
+@pytest.mark.parametrize("cfg", SPLIT_CONFIGS, ids=lambda c: c.name)
+def test_a_split_plan_computes_every_tile_once_in_the_kernels_order(cfg):
+    """Where the plan splits: every live tile's K-tiles exactly once, in one whole unit or
+    a PARTIAL [0, kt) and a FIXUP [kt, K-tiles), each piece at least min_kt deep; the
+    PARTIAL is the first unit CTA c walks, into slot c, and the FIXUP of slot c the last
+    unit of CTA c + 1 (so a FIXUP waits only for the first unit of the CTA below it); each
+    CTA walks its phases in order, each unit in its tile's phase; every row within the
+    CTA's unit_stride. Where it does not split, the tables are the round robin's."""
+    rng = random.Random(5)
+    split_cases = 0
+    for groups, max_m, n in ((8, 512, 4096), (8, 129, 4096), (16, 200, 2048), (3, 512, 4096), (64, 8, 4096),
+                             (1, 4096, 7168)):
+        grid = _split_grid(cfg, groups, max_m, n)
+        patterns = [*_patterns(groups, max_m, rng), *(_prefill(groups, 1, max_m, s) for s in range(4))]
+        for counts in patterns:
+            sizes, ranges, units = masked_tables(counts, grid)
+            rows = masked_rows(counts, max_m)
+            ctas, starts = walked_units(ranges, units, grid)
+            assert all(0 <= r < grid.grid * grid.unit_stride for r in units)
+            assert all(r[len(cfg.widths)] - r[0] <= grid.unit_stride for r in ranges)
+            live = {(g, tm, tn) for g, m in enumerate(rows) for tm in range(-(-m // cfg.tile_m))
+                    for tn in range(-(-n // cfg.tile_n))}
+            pieces = {}
+            for c, (cta, st) in enumerate(zip(ctas, starts)):
+                bounds = (*st, len(cta))
+                for p in range(len(st)):
+                    for u in cta[bounds[p]:bounds[p + 1]]:
+                        m_tiles, full, last = group_plan(rows[u[0]], cfg.tile_m, cfg.widths)
+                        assert p == (0 if u[1] < full else last), (counts, c, u)
+                        pieces.setdefault(u[:3], []).append((c, cta.index(u), len(cta), *u[3:]))
+            assert set(pieces) == live, counts
+            for tile, got in pieces.items():
+                if len(got) == 1:
+                    assert got[0][3:] == (0, grid.k_tiles, UNIT_WHOLE, 0, -1), (counts, tile, got)
+                    continue
+                split_cases += 1
+                (c0, i0, _, lo0, hi0, role0, slot0, _), (c1, i1, n1, lo1, hi1, role1, _, prev1) = sorted(got)
+                assert (role0, role1, c1, slot0, prev1) == (UNIT_PARTIAL, UNIT_FIXUP, c0 + 1, c0, c0), (counts, got)
+                assert (i0, i1) == (0, n1 - 1), (counts, got)
+                assert lo0 == 0 and hi0 == lo1 and hi1 == grid.k_tiles and min(hi0, hi1 - lo1) >= 2, (counts, got)
+    assert split_cases > 0
+
+
+@pytest.mark.parametrize("cfg", SPLIT_CONFIGS, ids=lambda c: c.name)
+def test_a_split_plan_is_modeled_as_fast_as_the_host_split(cfg):
+    """The quantile cuts against the leaderboard path's bisection (k_range_units) on the
+    same counts, by the config's cost model: within 3 %, and faster than the config's
+    whole-tile round robin wherever the plan splits."""
+    for groups, lo, hi, seed in ((8, 64, 512, 7), (8, 64, 512, 1), (16, 100, 200, 3), (8, 300, 512, 4)):
+        counts = _prefill(groups, lo, hi, seed)
+        grid = _split_grid(cfg, groups, hi)
+        ctas, starts = walked_units(*masked_tables(counts, grid)[1:], grid)
+        sizes = [(m, 4096, 7168, 1) for m in counts]
+        host = sm90_work_schedule(sizes, cfg, 132)
+        ours, theirs = _modeled_us(ctas, starts, cfg), _modeled_us(host.cta_units, host.starts, cfg)
+        assert ours <= 1.03 * theirs, (counts, ours, theirs)
+        whole = _host_schedule(counts, grid, cfg)
+        assert ours < _modeled_us(whole.cta_units, whole.starts, cfg), counts
+
+
+def test_the_split_decision():
+    """No split without live tiles, where a CTA's share is shorter than a tile (decode:
+    fewer tiles than CTAs), or where whole tiles fill the waves evenly; a split where the
+    last wave of whole tiles would run part full."""
+    cfg = SPLIT_CONFIGS[0]
+    grid = _split_grid(cfg, 8, 512)
+    phases = len(cfg.widths)
+    assert split_cuts([0] * phases, grid) is None
+    assert split_cuts([100] + [0] * (phases - 1), grid) is None  # 100 tiles on 132 CTAs
+    assert split_cuts([264] + [0] * (phases - 1), grid) is None  # exactly two waves
+    cuts = split_cuts([300] + [0] * (phases - 1), grid)
+    assert cuts is not None and len(cuts) == grid.grid + 1 and cuts == sorted(cuts)
+    assert cuts[0] == 0 and cuts[-1] == 300 * grid.k_tiles
+
+
+def test_the_chooser_takes_a_split_config_only_where_the_plan_splits():
+    """Prefill-like buffers (8 groups of up to 512 rows, the hint at the bound or none): a
+    split-K config, as the leaderboard path's chooser takes for those rows; 8 groups of 256
+    (two waves of whole tiles, which the plan does not split) and decode (64 groups of 8):
+    whole tiles."""
+    pytest.importorskip("torch")
+    from nvfp4_gemm.sm90_masked import choose_masked_config
+
+    prefill = choose_masked_config(8, 512, 4096, 7168, 512, 132)
+    assert prefill.split_k and choose_masked_config(8, 512, 4096, 7168, None, 132) == prefill, prefill
+    assert not choose_masked_config(8, 512, 4096, 7168, 256, 132).split_k
+    decode = choose_masked_config(64, 8, 4096, 7168, 8, 132)
+    assert not decode.split_k, decode
+    sizes = [(512, 4096, 7168, 1)] * 8
+    whole = min((c for c in sm90_offered_configs(sizes, 132) if not c.split_k),
+                key=lambda c: sm90_makespan_us(sizes, c, 132))
+    assert sm90_makespan_us(sizes, prefill, 132) < sm90_makespan_us(sizes, whole, 132)
+
+
 def test_counts_are_clamped_as_the_op_documents():
     assert masked_rows([-5, 0, 3, 8, 9, 2**31 - 1, -(2**31)], 8) == [0, 0, 3, 8, 8, 8, 0]
 
@@ -135,14 +269,16 @@ def _masked_ptx(tmp_path, python, cfg) -> dict:
 @pytest.mark.compile
 @pytest.mark.slow
 @pytest.mark.parametrize("python", list(_pythons()))
-@pytest.mark.parametrize("cfg", [{"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 3}, {"tile_n": 256}],
-                         ids=["decode", "tile_n256"])
+@pytest.mark.parametrize("cfg", [{"tile_n": 256, "tile_m": 32, "narrow": (16,), "mma_depth": 3}, {"tile_n": 256},
+                                 {"tile_n": 256, "narrow": (64,), "split_k": True, "weights_early": False}],
+                         ids=["decode", "tile_n256", "split_k"])
 def test_the_masked_kernels_ptx(tmp_path, python, cfg):
     """The masked GEMM stores C with predicated 16-byte stores only (no TMA store, whose
     box would cover rows at or above masked_m), reads nothing before its grid dependency
     wait and prefetches only the host-written pointer table into L1 there (the plan
     kernel's tables to L2: the plan may still be writing them); no local memory. The plan
-    kernel lets the GEMM launch early and syncs its block once per scan step."""
+    kernel lets the GEMM launch early and syncs its block once per scan step (and, to
+    publish its cuts, once more where it may split)."""
     ptx = _masked_ptx(tmp_path, python, cfg)
     gemm, plan = ptx["gemm"], ptx["plan"]
     assert "wgmma.mma_async" in gemm and "cp.async.bulk.tensor.2d.shared::cluster.global" in gemm
@@ -155,7 +291,10 @@ def test_the_masked_kernels_ptx(tmp_path, python, cfg):
         assert "ld.local" not in text and "st.local" not in text
     assert "griddepcontrol.launch_dependents" in plan and "griddepcontrol.wait" not in plan
     steps = MASKED_PLAN_THREADS.bit_length() - 1
-    assert plan.count("bar.sync") + plan.count("barrier.sync") >= 2 * steps + 1
+    assert plan.count("bar.sync") + plan.count("barrier.sync") >= 2 * steps + 1 + ("split_k" in cfg)
+    if "split_k" in cfg:  # the PARTIAL's release of its flag, the FIXUP's acquire and reset
+        assert "fence.acq_rel.gpu;" in gemm
+        assert "ld.acquire.gpu.global.u32" in gemm and "st.relaxed.gpu.global.u32" in gemm
 
 
 # ----------------------------------------------------------------------------------------

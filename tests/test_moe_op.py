@@ -18,6 +18,7 @@ import ast
 import contextlib
 import dataclasses
 import os
+import random
 import subprocess
 import sys
 
@@ -689,53 +690,103 @@ def test_the_torch_path_still_serves_the_op_on_a_hopper_gpu(monkeypatch):
     assert_result(got, expected_out(x, counts), counts)
 
 
-@gpu
-@requires_sm90
-@pytest.mark.parametrize("expected_m", [1, 32, None], ids=["hint1", "hint32", "no_hint"])
-def test_the_plan_kernel_writes_its_mirrors_tables(expected_m):
-    """The device plan (MaskedPlanKernel) against its Python mirror (masked_plan.masked_tables)
-    for every pattern, under the config each hint picks: the sizes rows, every CTA's
-    ranges row and the units it walks, read back after the plan alone."""
+def _check_plan_tables(x, masked_m, out, expected_m, count_patterns):
+    """Runs the entry's plan kernel alone for each pattern of counts and compares what it
+    wrote with its Python mirror (masked_plan.masked_tables): the sizes rows, every CTA's
+    ranges row, the units each CTA walks, and no unit row beside those. Returns the
+    entry and how many patterns the mirror split."""
     from nvfp4_gemm.masked_plan import masked_tables, walked_units
+    from nvfp4_gemm.schedule import UNIT_PARTIAL
     from nvfp4_gemm.sm90_masked import bind_masked, compile_masked_sm90
 
-    x = _gpu_inputs(seed=72)
-    masked_m = counts_tensor(PATTERNS[0].counts, "cuda")
-    out = torch.zeros((8, MAX_M, N_GPU), dtype=torch.float16, device="cuda")
     nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out, expected_m=expected_m)  # makes the entry
     p = moe.check_masked_args(*x.args(), masked_m, out)
     e = _runner().entry(*x.args(), masked_m, out, p, expected_m)
     _, plan, _ = bind_masked(compile_masked_sm90(e.config), e.grid, e.tables,
                              torch.cuda.current_stream().cuda_stream)
-    for pattern in PATTERNS:
-        masked_m.copy_(counts_tensor(pattern.counts, "cuda"))
+    split = 0
+    for counts in count_patterns:
+        masked_m.copy_(counts_tensor(counts, "cuda"))
         e.tables["units"].fill_(-9)
         plan()
         torch.cuda.synchronize()
-        sizes, ranges, units = masked_tables(pattern.counts, e.grid)
+        sizes, ranges, units = masked_tables(counts, e.grid)
+        split += any(u[5] == UNIT_PARTIAL for u in units.values())
         got_units = e.tables["units"].cpu()
         got_ranges = [tuple(r) for r in e.tables["ranges"].cpu().tolist()]
-        assert e.tables["sizes"].cpu().tolist() == [list(r) for r in sizes], pattern.id
-        assert got_ranges == ranges, pattern.id
+        assert e.tables["sizes"].cpu().tolist() == [list(r) for r in sizes], counts
+        assert got_ranges == ranges, counts
         walked = walked_units(got_ranges, {i: tuple(got_units[i].tolist()) for i in range(got_units.shape[0])}, e.grid)
-        assert walked == walked_units(ranges, units, e.grid), pattern.id
+        assert walked == walked_units(ranges, units, e.grid), counts
         written = {i for i in range(got_units.shape[0]) if got_units[i, 0] != -9}
-        assert written == set(units), pattern.id  # and no row beside the live tiles'
+        assert written == set(units), counts  # and no row beside the live tiles'
+    return e, split
+
+
+@gpu
+@requires_sm90
+@pytest.mark.parametrize("expected_m", [1, 32, None], ids=["hint1", "hint32", "no_hint"])
+def test_the_plan_kernel_writes_its_mirrors_tables(expected_m):
+    """The device plan (MaskedPlanKernel) against its Python mirror for every pattern,
+    under the config each hint picks."""
+    x = _gpu_inputs(seed=72)
+    masked_m = counts_tensor(PATTERNS[0].counts, "cuda")
+    out = torch.zeros((8, MAX_M, N_GPU), dtype=torch.float16, device="cuda")
+    _check_plan_tables(x, masked_m, out, expected_m, [pattern.counts for pattern in PATTERNS])
+
+
+PREFILL_COUNTS = [(64, 512, 300, 129, 511, 96, 200, 77), (512,) * 8, (0,) * 8, (0, 0, 0, 512, 0, 0, 0, 0),
+                  (256,) * 8, (1, 2, 3, 4, 5, 6, 7, 8), *(tuple(random.Random(s).randint(64, 512) for _ in range(8))
+                                                          for s in range(6))]
 
 
 @gpu
 @requires_sm90
 @pytest.mark.slow
-def test_a_prefill_step_at_leaderboard_width():
+def test_a_split_plan_kernel_writes_its_mirrors_tables():
+    """Prefill-sized buffers (8 x 512 rows, N = 4096, K = 7168) under the split-K config
+    the hint at the bound picks: the device's cuts, PARTIALs and FIXUPs are the mirror's
+    for counts the plan splits and counts it does not."""
+    x = make_inputs(8, 512, 4096, 7168, seed=75, device="cuda")
+    masked_m = counts_tensor(PREFILL_COUNTS[0], "cuda")
+    out = torch.zeros((8, 512, 4096), dtype=torch.float16, device="cuda")
+    e, split = _check_plan_tables(x, masked_m, out, 512, PREFILL_COUNTS)
+    assert e.config.split_k, e.config
+    assert 0 < split < len(PREFILL_COUNTS), split
+
+
+@gpu
+@requires_sm90
+@pytest.mark.slow
+@pytest.mark.parametrize("expected_m", [256, 512], ids=["whole_tiles", "split_k"])
+def test_a_prefill_step_at_leaderboard_width(expected_m):
     """8 groups of 64-512 tokens (max_m 512), N = 4096, K = 7168: the 128-row tile config,
-    its narrow phases for the groups' last M tiles, exact against the reference."""
+    its narrow phases for the groups' last M tiles, exact against the reference; with the
+    hint at the bound the split-K config, several steps in the same buffers (each FIXUP
+    resets its flag for the next call), then a CUDA graph of the op replayed with new
+    counts."""
     x = make_inputs(8, 512, 4096, 7168, seed=73, device="cuda")
-    counts = (64, 512, 300, 129, 511, 96, 200, 77)
     out = sentinel(8, 512, 4096, "cuda", seed=8)
     before = out.clone()
-    nvfp4_gemm.grouped_mm_masked(*x.args(), counts_tensor(counts, "cuda"), out, expected_m=256)
-    torch.cuda.synchronize()
-    assert_result(out, expected_out(x, counts, before), counts, before)
+    masked_m = counts_tensor(PREFILL_COUNTS[0], "cuda")
+    for counts in PREFILL_COUNTS[:1] if expected_m == 256 else PREFILL_COUNTS[:4] + PREFILL_COUNTS[6:8]:
+        masked_m.copy_(counts_tensor(counts, "cuda"))
+        nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out, expected_m=expected_m)
+        torch.cuda.synchronize()
+        assert_result(out, expected_out(x, counts, before), counts, before)
+        out.copy_(before)
+    p = moe.check_masked_args(*x.args(), masked_m, out)
+    assert _runner().entry(*x.args(), masked_m, out, p, expected_m).config.split_k == (expected_m == 512)
+    if expected_m == 512:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out, expected_m=expected_m)
+        for counts in PREFILL_COUNTS[8:]:
+            masked_m.copy_(counts_tensor(counts, "cuda"))
+            out.copy_(before)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_result(out, expected_out(x, counts, before), counts, before)
 
 
 _MEMCHECK = """
