@@ -384,7 +384,8 @@ def _direct_call_ok(tensors) -> bool:
     if torch._C._is_torch_function_mode_enabled():
         return False
     for t in tensors:
-        if t is not None and (type(t) is not torch.Tensor or t.requires_grad or t.device.type not in _IMPLS):
+        # (is_cuda / is_cpu: _IMPLS' device types, without building a torch.device)
+        if t is not None and (type(t) is not torch.Tensor or t.requires_grad or not (t.is_cuda or t.is_cpu)):
             return False
     return True
 
