@@ -50,6 +50,7 @@ from .schedule import (
     UNIT_FIXUP,
     UNIT_PARTIAL,
     UNIT_WHOLE,
+    WorkSchedule,
     persistent_grid,
     width_phase,
 )
@@ -276,6 +277,14 @@ def walked_units(ranges, units, grid: MaskedGrid):
         ctas.append(tuple(units[i] for i in range(r[0], r[phases])))
         starts.append(tuple(s - r[0] for s in r[:phases]))
     return tuple(ctas), tuple(starts)
+
+
+def masked_schedule(masked_m: Sequence[int], grid: MaskedGrid) -> WorkSchedule:
+    """The plan's tables for these counts read back as a WorkSchedule (each CTA's units in
+    the order it walks them, its phase starts): what schedule.modeled_cta_us costs."""
+    _, ranges, units = masked_tables(masked_m, grid)
+    ctas, starts = walked_units(ranges, units, grid)
+    return WorkSchedule(ctas, starts, grid.slots)
 
 
 # ----------------------------------------------------------------- the Blackwell kernel's

@@ -18,6 +18,7 @@ from nvfp4_gemm.masked_plan import (
     group_plan,
     masked_grid,
     masked_rows,
+    masked_schedule,
     masked_tables,
     split_cuts,
     walked_units,
@@ -27,6 +28,7 @@ from nvfp4_gemm.schedule import (
     UNIT_FIXUP,
     UNIT_PARTIAL,
     UNIT_WHOLE,
+    modeled_cta_us,
     phased_tile_schedule,
     round_robin_units,
 )
@@ -102,17 +104,9 @@ def _split_grid(cfg, groups, max_m, n=4096, k=7168, sms=132):
                        SplitCosts.of(*sm90_cost_model(cfg)))
 
 
-def _modeled_us(ctas, starts, cfg):
-    """The slowest CTA's time by the config's cost model: its pieces' K-tiles at their
-    phase's cost, a unit's cost each, a fixup's for each split piece."""
-    kt_us, unit_us, fixup_us = sm90_cost_model(cfg)
-    worst = 0.0
-    for cta, st in zip(ctas, starts):
-        bounds = (*st, len(cta))
-        phase = [p for p in range(len(st)) for _ in range(bounds[p], bounds[p + 1])]
-        worst = max(worst, sum((u[4] - u[3]) * kt_us[p] + unit_us + (fixup_us if u[5] != UNIT_WHOLE else 0)
-                               for u, p in zip(cta, phase)))
-    return worst
+def _modeled_us(ws, cfg):
+    """The slowest CTA's time by the config's cost model (schedule.modeled_cta_us)."""
+    return max(modeled_cta_us(ws, *sm90_cost_model(cfg)))
 
 
 def _prefill(groups, lo, hi, seed):
@@ -171,13 +165,11 @@ def test_a_split_plan_is_modeled_as_fast_as_the_host_split(cfg):
     for groups, lo, hi, seed in ((8, 64, 512, 7), (8, 64, 512, 1), (16, 100, 200, 3), (8, 300, 512, 4)):
         counts = _prefill(groups, lo, hi, seed)
         grid = _split_grid(cfg, groups, hi)
-        ctas, starts = walked_units(*masked_tables(counts, grid)[1:], grid)
         sizes = [(m, 4096, 7168, 1) for m in counts]
-        host = sm90_work_schedule(sizes, cfg, 132)
-        ours, theirs = _modeled_us(ctas, starts, cfg), _modeled_us(host.cta_units, host.starts, cfg)
+        ours = _modeled_us(masked_schedule(counts, grid), cfg)
+        theirs = _modeled_us(sm90_work_schedule(sizes, cfg, 132), cfg)
         assert ours <= 1.03 * theirs, (counts, ours, theirs)
-        whole = _host_schedule(counts, grid, cfg)
-        assert ours < _modeled_us(whole.cta_units, whole.starts, cfg), counts
+        assert ours < _modeled_us(_host_schedule(counts, grid, cfg), cfg), counts
 
 
 def test_the_split_decision():
