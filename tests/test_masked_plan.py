@@ -195,11 +195,12 @@ def test_the_chooser_takes_a_split_config_only_where_the_plan_splits():
     pytest.importorskip("torch")
     from nvfp4_gemm.sm90_masked import choose_masked_config
 
-    prefill = choose_masked_config(8, 512, 4096, 7168, 512, 132)
-    assert prefill.split_k and choose_masked_config(8, 512, 4096, 7168, None, 132) == prefill, prefill
-    assert not choose_masked_config(8, 512, 4096, 7168, 256, 132).split_k
-    decode = choose_masked_config(64, 8, 4096, 7168, 8, 132)
+    prefill = choose_masked_config(8, 512, 4096, 7168, 512, 132, split=True)
+    assert prefill.split_k and choose_masked_config(8, 512, 4096, 7168, None, 132, split=True) == prefill, prefill
+    assert not choose_masked_config(8, 512, 4096, 7168, 256, 132, split=True).split_k
+    decode = choose_masked_config(64, 8, 4096, 7168, 8, 132, split=True)
     assert not decode.split_k, decode
+    assert not choose_masked_config(8, 512, 4096, 7168, 512, 132).split_k  # the split plan is opt-in
     sizes = [(512, 4096, 7168, 1)] * 8
     whole = min((c for c in sm90_offered_configs(sizes, 132) if not c.split_k),
                 key=lambda c: sm90_makespan_us(sizes, c, 132))
@@ -208,6 +209,21 @@ def test_the_chooser_takes_a_split_config_only_where_the_plan_splits():
 
 def test_counts_are_clamped_as_the_op_documents():
     assert masked_rows([-5, 0, 3, 8, 9, 2**31 - 1, -(2**31)], 8) == [0, 0, 3, 8, 8, 8, 0]
+
+
+def test_the_split_plan_is_opt_in(monkeypatch):
+    """NVFP4_GEMM_MASKED_SPLIT: unset or 0 off, 1 on, anything else a ValueError naming it."""
+    pytest.importorskip("torch")
+    from nvfp4_gemm.sm90_masked import MASKED_SPLIT_ENV, masked_split_enabled
+
+    monkeypatch.delenv(MASKED_SPLIT_ENV, raising=False)
+    assert not masked_split_enabled()
+    for value, on in (("0", False), ("1", True)):
+        monkeypatch.setenv(MASKED_SPLIT_ENV, value)
+        assert masked_split_enabled() == on
+    monkeypatch.setenv(MASKED_SPLIT_ENV, "yes")
+    with pytest.raises(ValueError, match=MASKED_SPLIT_ENV):
+        masked_split_enabled()
 
 
 def test_the_kernel_path_refuses_what_it_cannot_take():

@@ -743,10 +743,11 @@ PREFILL_COUNTS = [(64, 512, 300, 129, 511, 96, 200, 77), (512,) * 8, (0,) * 8, (
 @gpu
 @requires_sm90
 @pytest.mark.slow
-def test_a_split_plan_kernel_writes_its_mirrors_tables():
+def test_a_split_plan_kernel_writes_its_mirrors_tables(monkeypatch):
     """Prefill-sized buffers (8 x 512 rows, N = 4096, K = 7168) under the split-K config
-    the hint at the bound picks: the device's cuts, PARTIALs and FIXUPs are the mirror's
-    for counts the plan splits and counts it does not."""
+    the hint at the bound picks (the split plan switched on): the device's cuts, PARTIALs
+    and FIXUPs are the mirror's for counts the plan splits and counts it does not."""
+    monkeypatch.setenv("NVFP4_GEMM_MASKED_SPLIT", "1")
     x = make_inputs(8, 512, 4096, 7168, seed=75, device="cuda")
     masked_m = counts_tensor(PREFILL_COUNTS[0], "cuda")
     out = torch.zeros((8, 512, 4096), dtype=torch.float16, device="cuda")
@@ -759,12 +760,13 @@ def test_a_split_plan_kernel_writes_its_mirrors_tables():
 @requires_sm90
 @pytest.mark.slow
 @pytest.mark.parametrize("expected_m", [256, 512], ids=["whole_tiles", "split_k"])
-def test_a_prefill_step_at_leaderboard_width(expected_m):
+def test_a_prefill_step_at_leaderboard_width(expected_m, monkeypatch):
     """8 groups of 64-512 tokens (max_m 512), N = 4096, K = 7168: the 128-row tile config,
     its narrow phases for the groups' last M tiles, exact against the reference; with the
     hint at the bound the split-K config, several steps in the same buffers (each FIXUP
     resets its flag for the next call), then a CUDA graph of the op replayed with new
-    counts."""
+    counts (the split plan switched on)."""
+    monkeypatch.setenv("NVFP4_GEMM_MASKED_SPLIT", "1")
     x = make_inputs(8, 512, 4096, 7168, seed=73, device="cuda")
     out = sentinel(8, 512, 4096, "cuda", seed=8)
     before = out.clone()

@@ -1,5 +1,5 @@
 """The masked op's plan for moe_bench's cases, by the Hopper configs' cost model (no GPU):
-the config the op chooses at the bench's hint, the slowest CTA of the plan it makes for the
+the config the op chooses at the bench's hint with the split plan on (NVFP4_GEMM_MASKED_SPLIT=1), the slowest CTA of the plan it makes for the
 case's counts (split by K or whole tiles, as the device plan decides), the same config's
 whole-tile round robin, and the leaderboard path's own choice on the real sizes.
 
@@ -38,7 +38,7 @@ def main() -> int:
         case = CASES[name]
         rng = random.Random(args.seed)  # as moe_bench.build_case draws them
         counts = [rng.randint(case.lo, case.hi) for _ in range(case.groups)]
-        cfg = choose_masked_config(case.groups, case.hi, args.n, args.k, case.hi, args.sms)
+        cfg = choose_masked_config(case.groups, case.hi, args.n, args.k, case.hi, args.sms, split=True)
         grid = masked_config_grid(cfg, case.groups, case.hi, args.n, args.k, args.sms)
         costs = sm90_cost_model(cfg)
         ours = max(modeled_cta_us(masked_schedule(counts, grid), *costs))
