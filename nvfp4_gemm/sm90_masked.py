@@ -504,8 +504,7 @@ def choose_masked_config(groups: int, max_m: int, n: int, k: int, expected_m: in
 
     def plan_splits(cfg):
         grid = masked_config_grid(cfg, groups, max_m, n, k, num_sms)
-        totals = [sum(c) for c in zip(*(phase_counts(m, grid) for _ in range(groups)))]
-        return split_cuts(totals, grid) is not None
+        return split_cuts([groups * c for c in phase_counts(m, grid)], grid) is not None
 
     configs = [cfg for cfg in sm90_candidate_configs(sizes, num_sms)
                if not cfg.split_k or (split and plan_splits(cfg))]
@@ -578,16 +577,17 @@ class MaskedSm90Runner:
         self.entries: dict = {}
         self.configs: dict = {}
         self.loaded: set = set()  # configs whose kernels have run outside a capture
+        # read once, as the path switch is (moe._kernel_runner): not on every call
+        self.split = masked_split_enabled()
 
     def entry(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> MaskedEntry | str:
         """The entry of these buffers, made on their first call; or why the kernel cannot
         take them (masked_kernel_refusal, decided then and on every later such call)."""
-        split = masked_split_enabled()
-        ckey = (p.groups, p.max_m, p.n, p.k, expected_m, split)
+        ckey = (p.groups, p.max_m, p.n, p.k, expected_m)
         cfg = self.configs.get(ckey)
         if cfg is None:
             cfg = self.configs[ckey] = choose_masked_config(p.groups, p.max_m, p.n, p.k, expected_m, self.num_sms,
-                                                            split)
+                                                            self.split)
         key = (a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), masked_m.data_ptr(), out.data_ptr(),
                p.groups, p.max_m, p.n, p.k, cfg)
         e = self.entries.get(key)

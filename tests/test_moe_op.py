@@ -748,6 +748,7 @@ def test_a_split_plan_kernel_writes_its_mirrors_tables(monkeypatch):
     the hint at the bound picks (the split plan switched on): the device's cuts, PARTIALs
     and FIXUPs are the mirror's for counts the plan splits and counts it does not."""
     monkeypatch.setenv("NVFP4_GEMM_MASKED_SPLIT", "1")
+    monkeypatch.delitem(moe._RUNNERS, torch.cuda.current_device(), raising=False)  # a runner that reads it
     x = make_inputs(8, 512, 4096, 7168, seed=75, device="cuda")
     masked_m = counts_tensor(PREFILL_COUNTS[0], "cuda")
     out = torch.zeros((8, 512, 4096), dtype=torch.float16, device="cuda")
@@ -767,6 +768,7 @@ def test_a_prefill_step_at_leaderboard_width(expected_m, monkeypatch):
     resets its flag for the next call), then a CUDA graph of the op replayed with new
     counts (the split plan switched on)."""
     monkeypatch.setenv("NVFP4_GEMM_MASKED_SPLIT", "1")
+    monkeypatch.delitem(moe._RUNNERS, torch.cuda.current_device(), raising=False)  # a runner that reads it
     x = make_inputs(8, 512, 4096, 7168, seed=73, device="cuda")
     out = sentinel(8, 512, 4096, "cuda", seed=8)
     before = out.clone()
