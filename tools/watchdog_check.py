@@ -222,6 +222,9 @@ def main() -> int:
     ap.add_argument("--self-check", choices=("1", "auto"), default="1",
                     help="NVFP4_GEMM_SELF_CHECK of the sites' processes (default 1; auto: the GPU's default)")
     ap.add_argument("--many", type=int, metavar="N", help="N hangs in this process, then every benchmark case")
+    ap.add_argument("--report-dir", type=Path, metavar="DIR",
+                    help="write each site's whole output (its sanitizer report included) to DIR/SITE.txt; with "
+                         "CUTE_DSL_LINEINFO=1 a sanitizer's report names the kernel's Python source lines")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the per-site process
     args = ap.parse_args()
     if args.many:
@@ -257,6 +260,9 @@ def main() -> int:
                 cmd = sanitized(cmd, args.sanitizer)
             proc = subprocess.run(cmd, env=site_env(site, args.ms, args.self_check), capture_output=True, text=True,
                                   timeout=args.timeout, cwd=ROOT)
+            if args.report_dir:
+                args.report_dir.mkdir(parents=True, exist_ok=True)
+                (args.report_dir / f"{site}.txt").write_text(proc.stdout + proc.stderr)
             lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
             result = json.loads(lines[-1]) if lines else {
                 "site": site, "passed": False, "error": (proc.stderr or proc.stdout)[-2000:]}
