@@ -73,7 +73,7 @@ class SplitCosts:
     min_kt: int = 2
 
     @classmethod
-    def of(cls, kt_us, unit_us: float, fixup_us: float) -> "SplitCosts":
+    def of(cls, kt_us, unit_us: float, fixup_us: float) -> SplitCosts:
         return cls(tuple(max(1, round(100 * x)) for x in kt_us), round(100 * unit_us), round(100 * fixup_us))
 
 

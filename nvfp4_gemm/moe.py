@@ -260,54 +260,74 @@ def _cuda_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, batch_bytes: int
         matmul.allow_fp16_reduced_precision_reduction = saved
 
 
-# per CUDA device: its MaskedSm90Runner, or None where no kernel serves the op there
+# per CUDA device: its masked kernel runner (masked_runner.MaskedRunner), or None where no
+# kernel serves the op there
 _RUNNERS: dict = {}
 
 
 def _kernel_runner(device: torch.device):
-    """The device's masked kernel runner (sm90_masked.MaskedSm90Runner), made on its first
-    call: on a Hopper GPU (sm_90) with the CuTe DSL installed and NVFP4_GEMM_PATH at auto
-    or sm90; None elsewhere (the torch path then runs)."""
+    """The device's masked kernel runner, made on its first call: on a Hopper GPU (sm_90)
+    sm90_masked.MaskedSm90Runner, on a Blackwell one (sm_100) with NVFP4_GEMM_MASKED_SM100=1
+    sm100_masked.MaskedSm100Runner, where the CuTe DSL is installed and NVFP4_GEMM_PATH is
+    auto or names that kernel; None elsewhere (the torch path then runs). The first run of
+    each config is checked against the exact path on Blackwell, and on Hopper with
+    NVFP4_GEMM_SELF_CHECK=1 (NVFP4_GEMM_SELF_CHECK=0 turns it off on both)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index in _RUNNERS:
         return _RUNNERS[index]
-    from .dispatch import requested_path  # NVFP4_GEMM_PATH, parsed as custom_kernel parses it
+    from .dispatch import (  # parsed as custom_kernel parses them
+        requested_path,
+        requested_self_check,
+    )
 
     runner = None
-    if (_DSL_IMPORT_ERROR is None and requested_path() in ("auto", "sm90")
-            and torch.cuda.get_device_capability(index) == (9, 0)):
-        from .sm90_masked import MaskedSm90Runner
-        runner = MaskedSm90Runner(torch.device("cuda", index),
-                                  torch.cuda.get_device_properties(index).multi_processor_count)
+    path, check = requested_path(), requested_self_check()
+    capability = torch.cuda.get_device_capability(index)
+    if _DSL_IMPORT_ERROR is None and capability in ((9, 0), (10, 0)):
+        device = torch.device("cuda", index)
+        sms = torch.cuda.get_device_properties(index).multi_processor_count
+        if capability == (9, 0) and path in ("auto", "sm90"):
+            from .sm90_masked import MaskedSm90Runner
+            runner = MaskedSm90Runner(device, sms, check_first_run=check is True)
+        elif capability == (10, 0) and path in ("auto", "sm100"):
+            from .sm100_masked import MaskedSm100Runner, masked_sm100_enabled
+            if masked_sm100_enabled():
+                runner = MaskedSm100Runner(device, sms, check_first_run=check is not False)
     _RUNNERS[index] = runner
     return runner
 
 
 def _kernel_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, expected_m) -> bool:
-    """The Hopper kernel's run of the call, or False where it cannot take it (the reason
-    warned once). A kernel that fails to compile or launch is warned about and not tried
-    again on that device; the call then takes the torch path."""
+    """The kernel's run of the call, or False where it cannot take it (the reason warned
+    once). A kernel that fails to compile or launch, or fails its first run's check (which
+    leaves the exact result in `out`), is warned about and not tried again on that device;
+    the call then takes the torch path."""
     runner = _kernel_runner(p.device)
     if runner is None:
         return False
-    from .sm90_masked import FirstRunInCapture
+    from .masked_runner import FirstRunInCapture, MaskedCheckFailed
     try:
-        reason = runner.run(a, sfa, b, sfb, masked_m, out, p, expected_m)
+        reason = runner.run(a, sfa, b, sfb, masked_m, out, p, expected_m,
+                            exact=lambda dst: _cuda_into(a, sfa, b, sfb, masked_m, dst, p))
     except FirstRunInCapture:  # the caller's to fix (docs/moe.md): the kernel stays on
         raise
+    except MaskedCheckFailed as e:
+        _RUNNERS[runner.device.index] = None
+        warn_once(f"grouped_mm_masked: {e}; running the torch path on this device from now on")
+        return True  # out holds the exact result
     except Exception as e:  # compile or launch: the torch path still gives the result
         _RUNNERS[runner.device.index] = None
-        warn_once(f"grouped_mm_masked: the Hopper kernel failed ({type(e).__name__}: {str(e)[:300]}); "
+        warn_once(f"grouped_mm_masked: {runner.KERNEL} failed ({type(e).__name__}: {str(e)[:300]}); "
                   "running the torch path on this device from now on")
         return False
     if reason is not None:
-        warn_once(f"grouped_mm_masked: the Hopper kernel cannot take this call ({reason}); running the torch path")
+        warn_once(f"grouped_mm_masked: {runner.KERNEL} cannot take this call ({reason}); running the torch path")
         return False
     return True
 
 
 def _device_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, expected_m=None) -> None:
-    """The CUDA implementation: the Hopper kernel where it takes the call, else the torch
+    """The CUDA implementation: the device's kernel where it takes the call, else the torch
     path (_cuda_into)."""
     if p.groups == 0 or p.max_m == 0 or p.n == 0:
         return

@@ -10,22 +10,38 @@ Two kernels a call, on the caller's stream:
                          once its grid dependency wait is over, storing C only below each
                          group's M (direct stores of every tile).
 
-plus, once per set of buffers, the descriptor init at max_m rows. The op does not run them
-yet (docs/moe.md): with no B200 here they are compile-checked only (tests/test_masked_plan.py
-and tools/sm100_compile_check.py --masked). Not part of submission.py.
+plus, once per set of buffers, the descriptor init at max_m rows. MaskedSm100Runner is
+their host side. With no B200 here they are compile-checked only (tests/test_masked_plan.py
+and tools/sm100_compile_check.py --masked), so the op runs them only where
+NVFP4_GEMM_MASKED_SM100=1 asks for it, and checks each config's first run against the exact
+path (docs/moe.md). Not part of submission.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
-from .binding import fake_ptr
+import torch
+
+from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, SmemAllocator, cute, cutlass
-from .masked_plan import MASKED_PLAN_THREADS
+from .masked_plan import MASKED_PLAN_THREADS, sm100_masked_bound
+from .masked_runner import MaskedRunner
 from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
-from .sm100 import SM100_DESC_BYTES, SM100_NUM_DESC, Sm100BlockScaledGroupedGemm, Sm100Config
+from .sm100 import (
+    SM100_DESC_BYTES,
+    SM100_NUM_DESC,
+    SM100_TILE_K,
+    Sm100BlockScaledGroupedGemm,
+    Sm100Config,
+    choose_sm100_config,
+    sm100_config_is_legal,
+    sm100_grid_ctas,
+    sm100_problem_fits_config,
+)
 from .watchdog import WatchSettings, fake_watch_args
 
 try:
@@ -243,3 +259,139 @@ def compile_masked_sm100(config: Sm100Config) -> MaskedSm100Kernels:
     gemm_fn = cute.compile(op, fake_ptr(i32), fake_ptr(i64), fake_ptr(i32), fake_ptr(i64, SM100_DESC_BYTES),
                            Int32(1), Int32(config.cta_group), Int32(1), *fake_watch_args(), queue)
     return MaskedSm100Kernels(config, init_fn, plan_fn, gemm_fn)
+
+
+# ------------------------------------------------------------------ host side of a call
+# The Blackwell masked kernels are opt-in until they have run on a B200: they are
+# compile-checked only, and the masked GEMM has no watchdog, so a hang would not fall back.
+MASKED_SM100_ENV = "NVFP4_GEMM_MASKED_SM100"
+
+
+def masked_sm100_enabled() -> bool:
+    """Whether the Blackwell kernels may serve the masked op: NVFP4_GEMM_MASKED_SM100=1
+    (default off: the torch path)."""
+    value = os.environ.get(MASKED_SM100_ENV, "0")
+    if value not in ("0", "1"):
+        raise ValueError(f"{MASKED_SM100_ENV}={value!r}: expected 0 or 1")
+    return value == "1"
+
+
+def choose_masked_sm100_config(groups: int, max_m: int, n: int, k: int, expected_m: int | None,
+                               num_sms: int) -> Sm100Config | str:
+    """The leaderboard path's Blackwell config for G groups of expected_m rows (max_m
+    without the hint), with every tile's C by the direct stores (direct_last_store, which
+    Sm100MaskedGemm needs); where that config cannot take max_m rows a group (the decode
+    config takes one token tile a group), the config for max_m rows. A str: why none can."""
+    m = max_m if expected_m is None else min(max(int(expected_m), 1), max_m)
+    cfg = choose_sm100_config([(m, n, k, 1)] * groups, num_sms)
+    if not sm100_problem_fits_config(cfg, [(max_m, n, k, 1)])[0]:
+        cfg = choose_sm100_config([(max_m, n, k, 1)] * groups, num_sms)
+    cfg = dataclasses.replace(cfg, direct_last_store=True)
+    ok, reason = sm100_config_is_legal(cfg)
+    if not ok:
+        return f"config {cfg.name}: {reason}"
+    ok, reason = sm100_problem_fits_config(cfg, [(max_m, n, k, 1)])
+    return cfg if ok else reason
+
+
+def masked_sm100_refusal(p, a, sfa, b, sfb, out) -> str | None:
+    """Why the Blackwell kernels cannot take this call (None: they can), from metadata."""
+    if p.k % SM100_TILE_K:
+        return f"K = {p.k} is not a multiple of {SM100_TILE_K}"
+    if p.n % 8:
+        return f"N = {p.n} is not a multiple of 8 (16-byte rows of out)"
+    if p.groups > MASKED_PLAN_THREADS:
+        return f"G = {p.groups} groups is more than the plan kernel's {MASKED_PLAN_THREADS}"
+    for name, t in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb), ("out", out)):
+        if t.data_ptr() % 16:
+            return f"'{name}' does not start on a 16-byte boundary (TMA, 16-byte stores)"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedSm100Shape:
+    """The launch shape of one config for one set of buffers: `bound` schedule rows (every
+    group full) and `ctas` CTAs (sm100_grid_ctas of the bound)."""
+
+    groups: int
+    max_m: int
+    n: int
+    k: int
+    bound: int
+    ctas: int
+
+
+def masked_sm100_shape(config: Sm100Config, groups: int, max_m: int, n: int, k: int, num_sms: int,
+                       device_index: int | None) -> MaskedSm100Shape:
+    bound = sm100_masked_bound(groups, max_m, n, config.tile_m, config.tile_n)
+    return MaskedSm100Shape(groups, max_m, n, k, bound, sm100_grid_ctas(config, bound, num_sms, device_index))
+
+
+def masked_sm100_tables(shape: MaskedSm100Shape, device: torch.device) -> dict:
+    """The device tables of one set of buffers, uninitialized: the plan writes sizes and
+    the schedule (its length at row `bound`) every call; the caller fills desc_sizes and
+    ptrs once."""
+    def ints(*dims, dtype=torch.int32):
+        return torch.empty(dims, dtype=dtype, device=device)
+    groups = max(shape.groups, 1)
+    return {
+        "sizes": ints(groups, 4),
+        "schedule": ints(shape.bound + 1, 3),
+        "tmaps": ints(groups * SM100_NUM_DESC * SM100_DESC_BYTES // 8, dtype=torch.int64),
+        "ptrs": ints(groups, 5, dtype=torch.int64),
+        "desc_sizes": ints(groups, 4),
+    }
+
+
+def masked_sm100_args(shape: MaskedSm100Shape, tables: dict, queue: int) -> tuple[tuple, tuple, tuple]:
+    """The (init, plan, gemm) launch arguments of one set of buffers on stream handle
+    `queue` (masked_sm100_tables, with masked_m's address under "masked_m"), in the order
+    compile_masked_sm100 compiles them; the GEMM's watchdog arguments are null (it is
+    compiled out)."""
+    q = cuda_driver.CUstream(queue)
+    t = tables
+    i32, i64 = cutlass.Int32, cutlass.Int64
+    init = (gmem_arg(t["desc_sizes"], i32), gmem_arg(t["ptrs"], i64), gmem_arg(t["tmaps"], i64, SM100_DESC_BYTES),
+            int_arg(Int32, shape.groups), q)
+    plan = (KernelArg(i32, t["masked_m"], True), gmem_arg(t["sizes"], i32), gmem_arg(t["schedule"], i32),
+            *(int_arg(Int32, v) for v in (shape.groups, shape.max_m, shape.n, shape.k, shape.bound)), q)
+    gemm = (gmem_arg(t["sizes"], i32), gmem_arg(t["ptrs"], i64), gmem_arg(t["schedule"], i32),
+            gmem_arg(t["tmaps"], i64, SM100_DESC_BYTES),
+            int_arg(Int32, shape.bound), int_arg(Int32, shape.ctas), int_arg(Int32, shape.groups),
+            KernelArg(i32, 0, True), KernelArg(i32, 0, True), int_arg(Int32, 0), int_arg(Int64, 0), q)
+    return init, plan, gemm
+
+
+def bind_masked_sm100(kernels: MaskedSm100Kernels, shape: MaskedSm100Shape, tables: dict, queue: int):
+    """(init, plan, gemm) launchers of masked_sm100_args."""
+    return tuple(bind_launch(fn, args) for fn, args in
+                 zip((kernels.init, kernels.plan, kernels.gemm), masked_sm100_args(shape, tables, queue)))
+
+
+class MaskedSm100Runner(MaskedRunner):
+    """The masked op on a Blackwell GPU (masked_runner.MaskedRunner says what a call
+    costs): the plan and the GEMM on the current stream, configs by
+    choose_masked_sm100_config."""
+
+    KERNEL = "the Blackwell kernel"
+
+    def choose(self, p, expected_m) -> Sm100Config | str:
+        return choose_masked_sm100_config(p.groups, p.max_m, p.n, p.k, expected_m, self.num_sms)
+
+    def launch_shape(self, config, p) -> MaskedSm100Shape:
+        return masked_sm100_shape(config, p.groups, p.max_m, p.n, p.k, self.num_sms, self.device.index)
+
+    def refusal(self, p, a, sfa, b, sfb, out) -> str | None:
+        return masked_sm100_refusal(p, a, sfa, b, sfb, out)
+
+    def allocate(self, shape: MaskedSm100Shape, config, p) -> dict:
+        return masked_sm100_tables(shape, self.device)
+
+    def desc_sizes(self, shape: MaskedSm100Shape) -> tuple[int, int, int, int]:
+        return shape.max_m, shape.n, shape.k, 1
+
+    def compile(self, config):
+        return compile_masked_sm100(config)
+
+    def bind(self, kernels, shape, tables: dict, queue: int) -> tuple:
+        return bind_masked_sm100(kernels, shape, tables, queue)

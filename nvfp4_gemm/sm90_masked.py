@@ -22,7 +22,6 @@ import torch
 
 from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, SmemAllocator, cute, cutlass
-from .graph_pools import outside_graph_pools
 from .masked_plan import (
     MASKED_MAX_GRID,
     MASKED_PLAN_THREADS,
@@ -32,6 +31,7 @@ from .masked_plan import (
     phase_counts,
     split_cuts,
 )
+from .masked_runner import MaskedRunner
 from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
 from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL, UNIT_WHOLE
@@ -524,124 +524,37 @@ def masked_kernel_refusal(p, a, sfa, b, sfb) -> str | None:
     return None
 
 
-class FirstRunInCapture(RuntimeError):
-    """A config's first run (compile and module load) inside a CUDA graph capture, which
-    cannot hold it: the caller must run the op once before capturing."""
+class MaskedSm90Runner(MaskedRunner):
+    """The masked op on a Hopper GPU (masked_runner.MaskedRunner says what a call costs):
+    the plan and the GEMM on the current stream, configs by choose_masked_config."""
 
+    KERNEL = "the Hopper kernel"
 
-@dataclasses.dataclass
-class MaskedEntry:
-    """One set of buffers' device tables, its config and its launchers per stream handle."""
-
-    grid: MaskedGrid
-    config: Sm90Config
-    tables: dict
-    launchers: dict = dataclasses.field(default_factory=dict)
-    initialized: bool = False
-    # group_bases of a, b, sfa, sfb, out: addresses only, since a tensor kept here would
-    # stay live (in a graph's pool, where a capture made it)
-    bases: tuple = ()
-
-
-def group_bases(a, b, sfa, sfb, out) -> tuple[tuple[int, int], ...]:
-    """(address, bytes from one group to the next) of a, b, sfa, sfb and out, in the order
-    of the pointer rows (the layout sm90.Sm90Fp4GroupedGemm reads): their group dimension's
-    strides, which the op's checks have found dense (1-byte elements but out's)."""
-    return tuple((t.data_ptr(), t.stride(group_dim) * t.element_size())
-                 for t, group_dim in ((a, 0), (b, 0), (sfa, 5), (sfb, 5), (out, 0)))
-
-
-def write_pointer_rows(ptrs: torch.Tensor, bases: tuple[tuple[int, int], ...]) -> None:
-    """ptrs (G, 5) int64 <- each group's addresses of group_bases' tensors, computed on the
-    GPU: no host table, so nothing to copy and nothing a capture could not hold."""
-    g = torch.arange(ptrs.shape[0], dtype=torch.int64, device=ptrs.device)
-    for col, (base, stride) in enumerate(bases):
-        ptrs[:, col].copy_(g * stride + base)
-
-
-class MaskedSm90Runner:
-    """The masked op on a Hopper GPU: per call, the plan and the GEMM on the current stream,
-    with config choices, compiled kernels and per-buffer tables cached.
-
-    Host work per call, once a set of buffers has been seen: a dict lookup on the buffers'
-    addresses and sizes, the current stream's handle, two launches by bound launchers. A
-    new set of buffers fills its pointer and descriptor-size tables by kernels (no copy
-    from the host) and runs the descriptor init first. Its tables come from the ordinary
-    pool even inside a CUDA graph capture or torch.compile's graph-tree warm-up
-    (graph_pools.outside_graph_pools)."""
-
-    def __init__(self, device: torch.device, num_sms: int, maxsize: int = 64):
-        self.device = device
-        self.num_sms = num_sms
-        self.maxsize = maxsize
-        self.entries: dict = {}
-        self.configs: dict = {}
-        self.loaded: set = set()  # configs whose kernels have run outside a capture
+    def __init__(self, device: torch.device, num_sms: int, maxsize: int = 64, check_first_run: bool = False):
+        super().__init__(device, num_sms, maxsize, check_first_run)
         # read once, as the path switch is (moe._kernel_runner): not on every call
         self.split = masked_split_enabled()
 
-    def entry(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> MaskedEntry | str:
-        """The entry of these buffers, made on their first call; or why the kernel cannot
-        take them (masked_kernel_refusal, decided then and on every later such call)."""
-        ckey = (p.groups, p.max_m, p.n, p.k, expected_m)
-        cfg = self.configs.get(ckey)
-        if cfg is None:
-            cfg = self.configs[ckey] = choose_masked_config(p.groups, p.max_m, p.n, p.k, expected_m, self.num_sms,
-                                                            self.split)
-        key = (a.data_ptr(), sfa.data_ptr(), b.data_ptr(), sfb.data_ptr(), masked_m.data_ptr(), out.data_ptr(),
-               p.groups, p.max_m, p.n, p.k, cfg)
-        e = self.entries.get(key)
-        if e is None:
-            reason = masked_kernel_refusal(p, a, sfa, b, sfb)
-            if reason is not None:
-                return reason
-            if len(self.entries) >= self.maxsize:
-                self.entries.pop(next(iter(self.entries)))
-            grid = masked_config_grid(cfg, p.groups, p.max_m, p.n, p.k, self.num_sms)
-            def allocate():  # allocation only: the fills are on the caller's stream (prepare)
-                t = device_tables(grid, cfg, self.device)
-                t["ptrs"] = torch.empty((p.groups, 5), dtype=torch.int64, device=self.device)
-                t["desc_sizes"] = torch.empty((p.groups, 4), dtype=torch.int32, device=self.device)
-                return t
-            tables = outside_graph_pools(allocate, self.device)
-            tables["masked_m"] = masked_m.data_ptr()  # its address only: the caller owns the tensor
-            e = self.entries[key] = MaskedEntry(grid, cfg, tables, bases=group_bases(a, b, sfa, sfb, out))
-        return e
+    def choose(self, p, expected_m) -> Sm90Config:
+        return choose_masked_config(p.groups, p.max_m, p.n, p.k, expected_m, self.num_sms, self.split)
 
-    @staticmethod
-    def prepare(e: MaskedEntry, init) -> None:
-        """The entry's pointer and descriptor-size rows, a split-K config's flags, then its
-        descriptors (init)."""
-        write_pointer_rows(e.tables["ptrs"], e.bases)
-        if "flags" in e.tables:
-            e.tables["flags"].zero_()
-        for col, value in enumerate((e.grid.max_m, e.grid.n, e.grid.k, 1)):
-            e.tables["desc_sizes"][:, col].fill_(value)
-        init()
+    def launch_shape(self, config, p) -> MaskedGrid:
+        return masked_config_grid(config, p.groups, p.max_m, p.n, p.k, self.num_sms)
 
-    def run(self, a, sfa, b, sfb, masked_m, out, p, expected_m) -> str | None:
-        """The call's plan and GEMM; or, launching nothing, why the kernel cannot take it."""
-        e = self.entry(a, sfa, b, sfb, masked_m, out, p, expected_m)
-        if isinstance(e, str):
-            return e
-        capturing = torch.cuda.is_current_stream_capturing()
-        if capturing and e.config not in self.loaded:
-            raise FirstRunInCapture(
-                f"grouped_mm_masked: the Hopper kernel {e.config.name} has not run on {self.device} yet, and "
-                "its first run (compile and module load) cannot be captured; run the op once with these "
-                "sizes before capturing it")
-        queue = torch.cuda.current_stream(self.device).cuda_stream
-        launchers = e.launchers.get(queue)
-        if launchers is None:
-            launchers = e.launchers[queue] = bind_masked(compile_masked_sm90(e.config), e.grid, e.tables, queue)
-        init, plan, gemm = launchers
-        if not e.initialized:
-            # in a capture this is recorded, not run: the entry stays uninitialized, so an
-            # eager call before the graph's first replay prepares it again
-            self.prepare(e, init)
-            e.initialized = not capturing
-        plan()
-        gemm()
-        if e.initialized:
-            self.loaded.add(e.config)
-        return None
+    def refusal(self, p, a, sfa, b, sfb, out) -> str | None:
+        return masked_kernel_refusal(p, a, sfa, b, sfb)
+
+    def allocate(self, shape: MaskedGrid, config, p) -> dict:
+        t = device_tables(shape, config, self.device)
+        t["ptrs"] = torch.empty((p.groups, 5), dtype=torch.int64, device=self.device)
+        t["desc_sizes"] = torch.empty((p.groups, 4), dtype=torch.int32, device=self.device)
+        return t
+
+    def desc_sizes(self, shape: MaskedGrid) -> tuple[int, int, int, int]:
+        return shape.max_m, shape.n, shape.k, 1
+
+    def compile(self, config):
+        return compile_masked_sm90(config)
+
+    def bind(self, kernels, shape, tables: dict, queue: int) -> tuple:
+        return bind_masked(kernels, shape, tables, queue)

@@ -378,7 +378,7 @@ def test_the_pointer_rows_are_each_groups_own_addresses():
     sys.path.insert(0, str(ROOT / "tests"))
     from test_moe_op import make_inputs
 
-    from nvfp4_gemm.sm90_masked import group_bases, write_pointer_rows
+    from nvfp4_gemm.masked_runner import group_bases, write_pointer_rows
 
     x = make_inputs(3, 40, 136, 512, seed=5)
     out = torch.zeros((3, 40, 136), dtype=torch.float16)

@@ -678,6 +678,53 @@ def test_the_hopper_kernel_takes_the_calls():
 
 @gpu
 @requires_sm90
+@pytest.mark.parametrize("fault", [None, "stray_write"], ids=["passes", "stray_write"])
+def test_the_first_run_check_on_the_hopper_kernel(fault, monkeypatch):
+    """NVFP4_GEMM_SELF_CHECK=1: the first run of a config is checked against the exact path
+    (masked_runner.check_against_exact). It passes on the kernel's own result (the config
+    is then marked checked and the next call is not checked again); with a fault injected
+    after the real GEMM's launch (one element written into a row above masked_m, on the
+    GPU, as a kernel whose predication were wrong would), the call still returns the exact
+    result with rows above the counts untouched, one warning names the check, and the
+    device's later calls take the torch path."""
+    monkeypatch.setenv("NVFP4_GEMM_SELF_CHECK", "1")
+    monkeypatch.setattr(moe, "_RUNNERS", {})
+    monkeypatch.setattr(moe, "warn_once", lambda message: warnings.append(message))
+    warnings: list = []
+    x = make_inputs(3, 40, 384, 768, seed=72, device="cuda")
+    counts = (40, 0, 17)
+    masked_m = counts_tensor(counts, "cuda")
+    before = sentinel(3, 40, 384, "cuda", seed=8)
+    out = before.clone()
+    runner = moe._kernel_runner(out.device)
+    assert runner.check_first_run
+    if fault is not None:
+        bind = runner.bind
+
+        def faulty_bind(kernels, shape, tables, queue):
+            init, plan, gemm = bind(kernels, shape, tables, queue)
+
+            def gemm_then_stray_write():
+                gemm()
+                out[2, 30, 5] = 1.0  # group 2 has 17 rows: row 30 is not the call's
+            return init, plan, gemm_then_stray_write
+        monkeypatch.setattr(runner, "bind", faulty_bind)
+    nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, out)
+    torch.cuda.synchronize()
+    assert_result(out, expected_out(x, counts, before), counts, before)
+    if fault is None:
+        assert not warnings and len(runner.checked) == 1 and _runner() is runner
+        again = before.clone()
+        nvfp4_gemm.grouped_mm_masked(*x.args(), masked_m, again)  # checked already: no second check
+        torch.cuda.synchronize()
+        assert_result(again, expected_out(x, counts, before), counts, before)
+    else:
+        assert len(warnings) == 1 and "failed its first-run check" in warnings[0] and "group 2" in warnings[0]
+        assert _runner() is None and not runner.checked
+
+
+@gpu
+@requires_sm90
 def test_the_torch_path_still_serves_the_op_on_a_hopper_gpu(monkeypatch):
     """NVFP4_GEMM_PATH=torch: the op's torch path, exact, no kernel runner."""
     monkeypatch.setenv("NVFP4_GEMM_PATH", "torch")
