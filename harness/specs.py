@@ -180,6 +180,8 @@ def load_task_cases(kind: str, task_file: Path = HERE / "task.yml") -> list[Test
     """task.yml's `tests` or `benchmarks` as TestCases."""
     import yaml
 
+    if kind not in ("tests", "benchmarks"):
+        raise ValueError(f"load_task_cases: kind {kind!r}, expected 'tests' or 'benchmarks'")
     doc = yaml.safe_load(task_file.read_text())
     cases = []
     for entry in doc[kind]:

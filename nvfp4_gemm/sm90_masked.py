@@ -477,16 +477,15 @@ def masked_config_grid(config: Sm90Config, groups: int, max_m: int, n: int, k: i
                        masked_split_costs(config))
 
 
-# The split plan (MaskedPlanKernel step 3) is opt-in until it has run on a Hopper GPU:
-# its tests there (tests/test_moe_op.py -k split) are written and have not run, and the
-# masked GEMM has no watchdog, so a wrong FIXUP pairing would hang rather than fall back.
+# The split plan (MaskedPlanKernel step 3) is on unless NVFP4_GEMM_MASKED_SPLIT=0 turns it
+# off: whole tiles only, as before it ran on a GPU (docs/moe.md, What is verified).
 MASKED_SPLIT_ENV = "NVFP4_GEMM_MASKED_SPLIT"
 
 
 def masked_split_enabled() -> bool:
-    """Whether split-K configs may serve the masked op: NVFP4_GEMM_MASKED_SPLIT=1 (default
-    off: whole tiles, the plan verified on the GPU)."""
-    value = os.environ.get(MASKED_SPLIT_ENV, "0")
+    """Whether split-K configs may serve the masked op: NVFP4_GEMM_MASKED_SPLIT unset or 1
+    (the default), 0 for whole tiles only."""
+    value = os.environ.get(MASKED_SPLIT_ENV, "1")
     if value not in ("0", "1"):
         raise ValueError(f"{MASKED_SPLIT_ENV}={value!r}: expected 0 or 1")
     return value == "1"

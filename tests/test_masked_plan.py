@@ -211,13 +211,13 @@ def test_counts_are_clamped_as_the_op_documents():
     assert masked_rows([-5, 0, 3, 8, 9, 2**31 - 1, -(2**31)], 8) == [0, 0, 3, 8, 8, 8, 0]
 
 
-def test_the_split_plan_is_opt_in(monkeypatch):
-    """NVFP4_GEMM_MASKED_SPLIT: unset or 0 off, 1 on, anything else a ValueError naming it."""
+def test_the_split_plan_switch(monkeypatch):
+    """NVFP4_GEMM_MASKED_SPLIT: unset or 1 on, 0 off, anything else a ValueError naming it."""
     pytest.importorskip("torch")
     from nvfp4_gemm.sm90_masked import MASKED_SPLIT_ENV, masked_split_enabled
 
     monkeypatch.delenv(MASKED_SPLIT_ENV, raising=False)
-    assert not masked_split_enabled()
+    assert masked_split_enabled()
     for value, on in (("0", False), ("1", True)):
         monkeypatch.setenv(MASKED_SPLIT_ENV, value)
         assert masked_split_enabled() == on

@@ -76,3 +76,18 @@ def test_check_submission_names_a_missing_file():
     assert proc.stdout == ""
     assert proc.stderr.splitlines() == [
         "tools/check_submission.py: /no/such/file.py: cannot read it (No such file or directory)"]
+
+
+def test_the_tools_load_task_cases_of_a_kind_task_yml_has():
+    """Every load_task_cases call in the tools names `tests` or `benchmarks` (a wrong kind,
+    which an unguarded tool meets only on a GPU, after its other work, is a ValueError)."""
+    import re
+
+    from harness import specs
+
+    with pytest.raises(ValueError, match="'benchmark'"):
+        specs.load_task_cases("benchmark")
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        for kind in re.findall(r"load_task_cases\(\"([a-z]+)\"", path.read_text()):
+            assert kind in ("tests", "benchmarks"), (path, kind)
+            assert specs.load_task_cases(kind), (path, kind)

@@ -170,7 +170,7 @@ def run_many(count: int, ms: int) -> dict:
         print(f"hang {i + 1} of {count}: {json.dumps(hangs[-1])}", file=sys.stderr, flush=True)
     healthy = GroupedGemmRunner(backend, sms, self_check=True, device_index=device.index)
     cases = []
-    for test in load_task_cases("benchmark"):
+    for test in load_task_cases("benchmarks"):
         case = reference.generate_input(**test.args)
         want = reference.ref_kernel(([tuple(t.clone() for t in g) for g in case[0]], *case[1:]))
         problem = validate_inputs(case)

@@ -36,7 +36,7 @@ def one_process() -> dict:
     from harness.specs import load_task_cases
 
     rows = []
-    for test in load_task_cases("benchmark"):
+    for test in load_task_cases("benchmarks"):
         data = reference.generate_input(**test.args)
         want = reference.ref_kernel(([tuple(t.clone() for t in g) for g in data[0]], *data[1:]))
         times, exact = [], True
