@@ -164,6 +164,12 @@ def masked_rows(masked_m: Sequence[int], max_m: int) -> list[int]:
     return [min(max(int(m), 0), max_m) for m in masked_m]
 
 
+def hinted_rows(expected_m: int | None, max_m: int) -> int:
+    """The rows a group is taken to have when choosing a config: the hint clamped to
+    1 .. max_m, max_m without one."""
+    return max_m if expected_m is None else min(max(int(expected_m), 1), max_m)
+
+
 def split_cuts(totals: Sequence[int], grid: MaskedGrid) -> list[int] | None:
     """Step 4's cuts for phases of totals[p] live tiles: grid + 1 positions in K-tiles
     along the tiles laid out last phase first (cut 0 at 0, cut grid at the end); a tile of

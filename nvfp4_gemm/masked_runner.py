@@ -19,12 +19,22 @@ torch path on that device from then on (moe._kernel_into).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 
 import torch
 
 from .graph_pools import outside_graph_pools
 from .torch_paths import first_mismatch
+
+
+def env_switch(name: str, default: str) -> bool:
+    """A 0 / 1 switch of the masked op from the environment (`default` where unset);
+    anything else is a ValueError naming the variable."""
+    value = os.environ.get(name, default)
+    if value not in ("0", "1"):
+        raise ValueError(f"{name}={value!r}: expected 0 or 1")
+    return value == "1"
 
 
 class FirstRunInCapture(RuntimeError):

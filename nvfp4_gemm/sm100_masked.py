@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 
 import torch
 
 from .binding import KernelArg, bind_launch, fake_ptr, gmem_arg, int_arg
 from .common import Int32, Int64, SmemAllocator, cute, cutlass
-from .masked_plan import MASKED_PLAN_THREADS, sm100_masked_bound
-from .masked_runner import MaskedRunner
+from .masked_plan import MASKED_PLAN_THREADS, hinted_rows, sm100_masked_bound
+from .masked_runner import MaskedRunner, env_switch
 from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
 from .sm100 import (
@@ -270,10 +269,7 @@ MASKED_SM100_ENV = "NVFP4_GEMM_MASKED_SM100"
 def masked_sm100_enabled() -> bool:
     """Whether the Blackwell kernels may serve the masked op: NVFP4_GEMM_MASKED_SM100=1
     (default off: the torch path)."""
-    value = os.environ.get(MASKED_SM100_ENV, "0")
-    if value not in ("0", "1"):
-        raise ValueError(f"{MASKED_SM100_ENV}={value!r}: expected 0 or 1")
-    return value == "1"
+    return env_switch(MASKED_SM100_ENV, "0")
 
 
 def choose_masked_sm100_config(groups: int, max_m: int, n: int, k: int, expected_m: int | None,
@@ -282,7 +278,7 @@ def choose_masked_sm100_config(groups: int, max_m: int, n: int, k: int, expected
     without the hint), with every tile's C by the direct stores (direct_last_store, which
     Sm100MaskedGemm needs); where that config cannot take max_m rows a group (the decode
     config takes one token tile a group), the config for max_m rows. A str: why none can."""
-    m = max_m if expected_m is None else min(max(int(expected_m), 1), max_m)
+    m = hinted_rows(expected_m, max_m)
     cfg = choose_sm100_config([(m, n, k, 1)] * groups, num_sms)
     if not sm100_problem_fits_config(cfg, [(max_m, n, k, 1)])[0]:
         cfg = choose_sm100_config([(max_m, n, k, 1)] * groups, num_sms)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 
 import torch
 
@@ -27,11 +26,12 @@ from .masked_plan import (
     MASKED_PLAN_THREADS,
     MaskedGrid,
     SplitCosts,
+    hinted_rows,
     masked_grid,
     phase_counts,
     split_cuts,
 )
-from .masked_runner import MaskedRunner
+from .masked_runner import MaskedRunner, env_switch
 from .plan_device import block_scan, group_rows
 from .ptx import prefetch_l2, prefetch_lines
 from .schedule import MAX_PHASES, RANGE_FIELDS, UNIT_FIELDS, UNIT_FIXUP, UNIT_PARTIAL, UNIT_WHOLE
@@ -485,10 +485,7 @@ MASKED_SPLIT_ENV = "NVFP4_GEMM_MASKED_SPLIT"
 def masked_split_enabled() -> bool:
     """Whether split-K configs may serve the masked op: NVFP4_GEMM_MASKED_SPLIT unset or 1
     (the default), 0 for whole tiles only."""
-    value = os.environ.get(MASKED_SPLIT_ENV, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"{MASKED_SPLIT_ENV}={value!r}: expected 0 or 1")
-    return value == "1"
+    return env_switch(MASKED_SPLIT_ENV, "1")
 
 
 def choose_masked_config(groups: int, max_m: int, n: int, k: int, expected_m: int | None,
@@ -498,7 +495,7 @@ def choose_masked_config(groups: int, max_m: int, n: int, k: int, expected_m: in
     (masked_split_enabled) a split-K config competes, only where the plan would split
     those rows (masked_plan.split_cuts), so that it is never chosen for a split the plan
     then does not make."""
-    m = max_m if expected_m is None else min(max(int(expected_m), 1), max_m)
+    m = hinted_rows(expected_m, max_m)
     sizes = [(m, n, k, 1)] * groups
 
     def plan_splits(cfg):
