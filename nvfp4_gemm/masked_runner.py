@@ -27,6 +27,18 @@ import torch
 from .graph_pools import outside_graph_pools
 from .torch_paths import first_mismatch
 
+# the current CUDA stream's raw handle by device index, as torch.compile's generated code
+# reads it: no torch.cuda.Stream object made a call. Absent from a torch without CUDA.
+_raw_current_queue = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_queue(device: torch.device) -> int:
+    """The handle of the current CUDA stream on `device` (an indexed CUDA device), what
+    torch.cuda.current_stream(device).cuda_stream gives."""
+    if _raw_current_queue is not None:
+        return _raw_current_queue(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
+
 
 def env_switch(name: str, default: str) -> bool:
     """A 0 / 1 switch of the masked op from the environment (`default` where unset);
@@ -186,7 +198,7 @@ class MaskedRunner:
                 f"grouped_mm_masked: {self.KERNEL} {e.config.name} has not run on {self.device} yet, and "
                 "its first run (compile and module load) cannot be captured; run the op once with these "
                 "sizes before capturing it")
-        queue = torch.cuda.current_stream(self.device).cuda_stream
+        queue = current_queue(self.device)
         launchers = e.launchers.get(queue)
         if launchers is None:
             launchers = e.launchers[queue] = self.bind(self.compile(e.config), e.grid, e.tables, queue)

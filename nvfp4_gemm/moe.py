@@ -63,6 +63,7 @@ from .formats import (
 )
 from .graph_pools import outside_graph_pools
 from .inputs import _FP4_DTYPES
+from .masked_runner import FirstRunInCapture, MaskedCheckFailed
 from .torch_paths import _dequantize_rows, decode_batches
 
 OP_NAMESPACE = "nvfp4_gemm"
@@ -122,10 +123,48 @@ def stacked_scale_strides(rows: int, k: int) -> tuple[int, ...]:
     return (*_blocked_scale_strides(rows, k), ceil_div(rows, 128) * ceil_div(k // SF_VEC_SIZE, 4) * 512)
 
 
+# validated calls' problems by their arguments' metadata (_signature): a warm call with the
+# tensors of an earlier one, or others laid out alike, skips the checks' Python (measured:
+# python tools/moe_host_cost.py)
+_CHECKED: dict = {}
+_CHECKED_MAX = 256
+
+
+def _signature(a, sfa, b, sfb, masked_m, out) -> tuple:
+    """All that check_masked_args reads of its tensors: each one's type, dtype, shape,
+    strides and device (contiguity and numel follow from shape and strides). Raises
+    (AttributeError, TypeError, RuntimeError) for an argument that is not a strided tensor;
+    its hash raises TypeError for symbolic sizes."""
+    return (type(a), a.dtype, a.shape, a.stride(), a.device,
+            type(sfa), sfa.dtype, sfa.shape, sfa.stride(), sfa.device,
+            type(b), b.dtype, b.shape, b.stride(), b.device,
+            type(sfb), sfb.dtype, sfb.shape, sfb.stride(), sfb.device,
+            type(masked_m), masked_m.dtype, masked_m.shape, masked_m.stride(), masked_m.device,
+            None if out is None else (type(out), out.dtype, out.shape, out.stride(), out.device))
+
+
 def check_masked_args(a, sfa, b, sfb, masked_m, out=None, expected_m=None) -> MaskedProblem:
     """The call's sizes, or a ValueError naming the first argument that does not fit the
     contract (module docstring). Reads metadata only: works on fake tensors and never reads
-    masked_m's values."""
+    masked_m's values. A call whose tensors' metadata (_signature) passed before gets that
+    call's result without the checks; only a passing call is remembered."""
+    try:
+        key = _signature(a, sfa, b, sfb, masked_m, out)
+        p = _CHECKED.get(key)
+    except (AttributeError, TypeError, RuntimeError):  # not strided tensors, or symbolic sizes
+        key = p = None
+    if p is None:
+        p = _check_masked_args(a, sfa, b, sfb, masked_m, out)
+        if key is not None:
+            if len(_CHECKED) >= _CHECKED_MAX:
+                _CHECKED.pop(next(iter(_CHECKED)))
+            _CHECKED[key] = p
+    _check_expected_m(expected_m)
+    return p
+
+
+def _check_masked_args(a, sfa, b, sfb, masked_m, out) -> MaskedProblem:
+    """check_masked_args' checks of the tensors, every one."""
     if not isinstance(a, torch.Tensor):
         _fail("a", f"expected a torch.Tensor, got {type(a).__name__}")
     if a.dim() != 3:
@@ -155,7 +194,6 @@ def check_masked_args(a, sfa, b, sfb, masked_m, out=None, expected_m=None) -> Ma
         _check_tensor("out", out, (OUT_DTYPE,), (groups, max_m, n), device, lambda: " = [G, max_m, N]")
         if not out.is_contiguous():
             _fail("out", f"strides {out.stride()}: expected a contiguous [G, max_m, N] tensor")
-    _check_expected_m(expected_m)
     return MaskedProblem(groups, max_m, n, k, device)
 
 
@@ -305,7 +343,6 @@ def _kernel_into(a, sfa, b, sfb, masked_m, out, p: MaskedProblem, expected_m) ->
     runner = _kernel_runner(p.device)
     if runner is None:
         return False
-    from .masked_runner import FirstRunInCapture, MaskedCheckFailed
     try:
         reason = runner.run(a, sfa, b, sfb, masked_m, out, p, expected_m,
                             exact=lambda dst: _cuda_into(a, sfa, b, sfb, masked_m, dst, p))
@@ -398,14 +435,14 @@ def _direct_call_ok(tensors) -> bool:
     """Whether the Python entry point may run the implementation itself instead of through
     torch.ops: outside torch.compile's tracing, with no dispatch or torch-function mode
     active (fake tensors, profilers and the like see the op), on plain CPU or CUDA
-    tensors that need no grad. The result is the op's: the same implementation runs."""
+    tensors that need no grad (every one of `tensors` such a tensor). The result is the op's: the same implementation runs."""
     if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
         return False
     if torch._C._is_torch_function_mode_enabled():
         return False
     for t in tensors:
         # (is_cuda / is_cpu: _IMPLS' device types, without building a torch.device)
-        if t is not None and (type(t) is not torch.Tensor or t.requires_grad or not (t.is_cuda or t.is_cpu)):
+        if type(t) is not torch.Tensor or t.requires_grad or not (t.is_cuda or t.is_cpu):
             return False
     return True
 
@@ -418,20 +455,21 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
     tensor whose rows at or above masked_m[g] are zero; with it, writes into `out`, leaves
     those rows as they were and returns `out`. `expected_m` is a hint only. Works under
     torch.compile(fullgraph=True) and in CUDA graphs; never waits for the GPU."""
+    if _direct_call_ok((a, sfa, b, sfb, masked_m) if out is None else (a, sfa, b, sfb, masked_m, out)):
+        # eager and plain: the implementation without the dispatcher, whose Python side
+        # costs a custom op that mutates `out` ~28 us a call (docs/moe.md#speed); its
+        # checks name any argument that is not a tensor
+        if out is None:
+            return _functional(a, sfa, b, sfb, masked_m, expected_m=expected_m)
+        _run(a, sfa, b, sfb, masked_m, out, expected_m, "cuda" if a.is_cuda else "cpu")
+        torch.autograd.graph.increment_version(out)  # as the op's declared mutation does
+        return out
     for arg, t in (("a", a), ("sfa", sfa), ("b", b), ("sfb", sfb), ("masked_m", masked_m)):
         if not isinstance(t, torch.Tensor):  # else the dispatcher's TypeError, which names no argument
             _fail(arg, f"expected a torch.Tensor, got {type(t).__name__}")
     if out is not None and not isinstance(out, torch.Tensor):
         _fail("out", f"expected a torch.Tensor or None, got {type(out).__name__}")
     _check_expected_m(expected_m)
-    if _direct_call_ok((a, sfa, b, sfb, masked_m, out)):
-        # eager and plain: the implementation without the dispatcher, whose Python side
-        # costs a custom op that mutates `out` ~28 us a call (docs/moe.md#speed)
-        if out is None:
-            return _functional(a, sfa, b, sfb, masked_m, expected_m=expected_m)
-        _run(a, sfa, b, sfb, masked_m, out, expected_m, a.device.type)
-        torch.autograd.graph.increment_version(out)  # as the op's declared mutation does
-        return out
     ops = getattr(torch.ops, OP_NAMESPACE)
     if out is None:
         return ops.grouped_mm_masked(a, sfa, b, sfb, masked_m, expected_m=expected_m)

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 import torch
 from cases import ROOT
+from conftest import requires_cuda
 from test_masked_plan import _pythons
 from test_moe_op import counts_tensor, make_inputs
 
@@ -214,3 +215,35 @@ def test_the_blackwell_launch_arguments_fit_the_compiled_kernels(python, name):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = [tuple(map(int, line.split())) for line in proc.stdout.strip().splitlines()]
     assert [c[0] for c in counts] == [5, 9, 12], counts
+
+
+# ----------------------------------------------------------------------------------------
+# The current queue's handle, read without making a torch.cuda.Stream
+# ----------------------------------------------------------------------------------------
+def test_the_queue_handle_falls_back_to_torchs_stream_object(monkeypatch):
+    """Where torch has no raw handle lookup (a torch built without CUDA, or one that dropped
+    it), current_queue asks torch.cuda.current_stream for the device's."""
+    from types import SimpleNamespace
+
+    from nvfp4_gemm import masked_runner
+
+    asked = []
+    monkeypatch.setattr(masked_runner, "_raw_current_queue", None)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: asked.append(device) or SimpleNamespace(cuda_stream=1234))
+    device = torch.device("cuda", 1)
+    assert masked_runner.current_queue(device) == 1234 and asked == [device]
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_the_queue_handle_is_torchs_current_stream():
+    """current_queue gives torch's current CUDA stream of the device, on the default one
+    and inside a torch.cuda.stream block on a side one."""
+    from nvfp4_gemm import masked_runner
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    assert masked_runner.current_queue(device) == torch.cuda.current_stream(device).cuda_stream
+    side = torch.cuda.Stream(device)
+    with torch.cuda.stream(side):
+        assert masked_runner.current_queue(device) == side.cuda_stream != torch.cuda.default_stream(device).cuda_stream

@@ -454,6 +454,104 @@ def test_the_checks_need_no_data(case_id, arg, make_bad):
             OPS.grouped_mm_masked_out(fake["a"], fake["sfa"], fake["b"], fake["sfb"], fake["masked_m"], fake["out"])
 
 
+def test_a_warm_call_skips_the_checks_it_passed_before(monkeypatch):
+    """The checks run once per set of argument metadata: a second call with the same
+    tensors (or others laid out alike) gets the first call's problem without them, and an
+    expected_m that is wrong is still refused on every call."""
+    full = moe._check_masked_args
+    runs = []
+    monkeypatch.setattr(moe, "_CHECKED", {})
+    monkeypatch.setattr(moe, "_check_masked_args", lambda *a: runs.append(1) or full(*a))
+    args = _good_args()
+    nvfp4_gemm.grouped_mm_masked(**args)
+    assert len(runs) == 1
+    nvfp4_gemm.grouped_mm_masked(**args)
+    other = torch.zeros_like(args["out"])
+    nvfp4_gemm.grouped_mm_masked(**{**args, "out": other, "expected_m": 9})
+    assert len(runs) == 1, "a call laid out as a checked one ran the checks again"
+    with pytest.raises(ValueError, match="argument 'expected_m'"):
+        nvfp4_gemm.grouped_mm_masked(**{**args, "expected_m": -1})
+    want = nvfp4_gemm.grouped_mm_masked(**{**args, "out": None})  # the functional form: another signature
+    assert len(runs) == 2
+    assert torch.equal(args["out"], want) and torch.equal(other, want)
+
+
+@pytest.mark.parametrize("change", ["out_restrided", "a_resized", "sfa_viewed_as_bytes", "masked_m_moved"])
+def test_a_tensor_changed_in_place_after_a_checked_call_is_checked_again(change, monkeypatch):
+    """The checks' cache is keyed on what the checks read, not on the tensor objects or
+    their storage: a tensor whose strides or shape changed in place since a call that
+    passed (the same Python object), another view of a passed tensor's storage, or one
+    moved to another device, gets the checks' error naming it."""
+    monkeypatch.setattr(moe, "_CHECKED", {})
+    args = _good_args()
+    nvfp4_gemm.grouped_mm_masked(**args)
+    arg = change.split("_")[0] if not change.startswith("masked_m") else "masked_m"
+    if change == "out_restrided":
+        out = args["out"]
+        g, m, n = out.shape
+        out.as_strided_((g, m, n), (m * n, 1, m))  # the same storage, read column-major
+    elif change == "a_resized":
+        args["a"].resize_(args["a"].shape[0], args["a"].shape[1], args["a"].shape[2] + 1)  # K/2 129
+    elif change == "sfa_viewed_as_bytes":
+        args["sfa"] = args["sfa"].view(torch.uint8)
+    else:
+        args["masked_m"] = args["masked_m"].to("meta")
+    with pytest.raises(ValueError, match=f"^grouped_mm_masked: argument '{arg}': "):
+        nvfp4_gemm.grouped_mm_masked(**args)
+
+
+def test_a_failed_check_is_never_remembered(monkeypatch):
+    """A call that fails its checks leaves nothing in the cache: the same call fails again,
+    with the same message."""
+    monkeypatch.setattr(moe, "_CHECKED", {})
+    args = {**_good_args(), "out": torch.zeros((3, 41, 48), dtype=torch.float16)}
+    messages = []
+    for _ in range(2):
+        with pytest.raises(ValueError, match="argument 'out'") as info:
+            nvfp4_gemm.grouped_mm_masked(**args)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and not moe._CHECKED
+
+
+def test_the_checks_cache_is_bounded(monkeypatch):
+    """At most _CHECKED_MAX signatures are kept (the oldest goes first): a MoE layer that
+    sees many shapes does not grow it without end."""
+    monkeypatch.setattr(moe, "_CHECKED", {})
+    monkeypatch.setattr(moe, "_CHECKED_MAX", 3)
+    for groups in range(1, 6):
+        a = torch.zeros((groups, 8, 32), dtype=torch.uint8)  # max_m 8, K 64
+        b = torch.zeros((groups, 32, 32), dtype=torch.uint8)  # N 32
+        sfa = _stacked_zeros(moe.stacked_scale_shape(8, 64, groups))
+        sfb = _stacked_zeros(moe.stacked_scale_shape(32, 64, groups))
+        moe.check_masked_args(a, sfa, b, sfb, torch.zeros(groups, dtype=torch.int32))
+    assert len(moe._CHECKED) == 3
+    assert sorted(key[2][0] for key in moe._CHECKED) == [3, 4, 5]
+
+
+def _stacked_zeros(shape):
+    """Zero scales of a stacked blocked shape (32, 4, rest_m, 4, rest_k, G), in its dense
+    layout (the permuted view of a contiguous (G, rest_m, rest_k, 32, 4, 4) tensor)."""
+    s0, s1, rest_m, s3, rest_k, groups = shape
+    dense = torch.zeros((groups, rest_m, rest_k, s0, s1, s3), dtype=torch.float8_e4m3fn)
+    return dense.permute(3, 4, 1, 5, 2, 0)
+
+
+def test_symbolic_sizes_take_the_full_checks():
+    """Under torch.compile with dynamic shapes the checks see symbolic sizes, which cannot
+    key the cache: they run in full, and the compiled call computes the same result."""
+    torch._dynamo.reset()
+    x = make_inputs(3, 40, 48, 256, seed=6)
+    counts = (5, 0, 40)
+
+    @torch.compile(fullgraph=True, dynamic=True, backend="aot_eager")
+    def functional(a, sfa, b, sfb, masked_m):
+        return nvfp4_gemm.grouped_mm_masked(a, sfa, b, sfb, masked_m)
+
+    got = functional(*x.args(), counts_tensor(counts, "cpu"))
+    assert_result(got, expected_out(x, counts), counts, bitwise=True)
+    torch._dynamo.reset()
+
+
 def test_the_module_never_reads_a_tensor_back_on_the_host():
     """No .item(), .tolist(), .cpu(), .numpy() or int()/bool() of a tensor in nvfp4_gemm/moe.py:
     the CUDA path's host code reads shapes only."""

@@ -91,3 +91,20 @@ def test_the_tools_load_task_cases_of_a_kind_task_yml_has():
         for kind in re.findall(r"load_task_cases\(\"([a-z]+)\"", path.read_text()):
             assert kind in ("tests", "benchmarks"), (path, kind)
             assert specs.load_task_cases(kind), (path, kind)
+
+
+def test_the_masked_host_probe_runs_on_the_cpu(tmp_path):
+    """tools/probes/masked_host_overhead.py times the op's Python on the CPU with the
+    kernel's steps stubbed (its first call turns a fallback warning into an error, so a
+    figure of the torch path instead of the runner cannot come out), every column given."""
+    import json
+
+    report = tmp_path / "host.json"
+    done = subprocess.run([sys.executable, "tools/probes/masked_host_overhead.py", "--cases", "decode8,decode64",
+                           "--calls", "50", "--json", str(report)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(report.read_text())["rows"]
+    assert [r["case"] for r in rows] == ["decode8", "decode64"]
+    for r in rows:
+        assert all(r[c] > 0 for c in ("call", "checks", "full checks", "direct ok", "runner")), r
