@@ -13,6 +13,8 @@ so the figure is the op's Python alone: the entry point, the checks, the runner'
 
 Columns, microseconds a call, the median over the calls:
   call         grouped_mm_masked(a, sfa, b, sfb, masked_m, out, expected_m=hi)
+  torch.ops    the same call through the registered op (torch.ops.nvfp4_gemm.
+               grouped_mm_masked_out), as torch.compile, export or a profiler makes it
   checks       moe.check_masked_args on the call's tensors (what a warm call runs)
   full checks  moe._check_masked_args: every check, as a call with new metadata runs them
   direct ok    moe._direct_call_ok: whether the entry point may skip the dispatcher
@@ -155,7 +157,9 @@ def measure(torch, moe, case, n: int, k: int, calls: int, runner) -> dict:
         call()
     p = moe.check_masked_args(a, sfa, b, sfb, masked_m, out, case.hi)
     runner = runner or moe._kernel_runner(p.device)
+    ops = torch.ops.nvfp4_gemm
     fns = {"call": call,
+           "torch.ops": lambda: ops.grouped_mm_masked_out(a, sfa, b, sfb, masked_m, out, expected_m=case.hi),
            "checks": lambda: moe.check_masked_args(a, sfa, b, sfb, masked_m, out, case.hi),
            "direct ok": lambda: moe._direct_call_ok((a, sfa, b, sfb, masked_m, out))}
     full = getattr(moe, "_check_masked_args", None)  # (absent before the checks' cache)
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         report["2 launches"] = 2 * launch_floor_us(args.calls)
     for name in names:
         report["rows"].append(measure(torch, moe, CASES[name], args.n, args.k, args.calls, runner))
-    cols = ["call", "checks", "full checks", "direct ok", "runner"]
+    cols = ["call", "torch.ops", "checks", "full checks", "direct ok", "runner"]
     print(f"{report['device']}; microseconds a call, median of {args.calls}"
           + (f"; two launches' floor {report['2 launches']:.1f}" if gpu else ""))
     print("| case | " + " | ".join(cols) + " |")
