@@ -457,8 +457,9 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
     torch.compile(fullgraph=True) and in CUDA graphs; never waits for the GPU."""
     if _direct_call_ok((a, sfa, b, sfb, masked_m) if out is None else (a, sfa, b, sfb, masked_m, out)):
         # eager and plain: the implementation without the dispatcher, whose Python side
-        # costs a custom op that mutates `out` ~28 us a call (docs/moe.md#speed); its
-        # checks name any argument that is not a tensor
+        # costs a custom op that mutates `out` about five times the direct call (measured:
+        # python tools/probes/masked_host_overhead.py); its checks name any argument that
+        # is not a tensor
         if out is None:
             return _functional(a, sfa, b, sfb, masked_m, expected_m=expected_m)
         _run(a, sfa, b, sfb, masked_m, out, expected_m, "cuda" if a.is_cuda else "cpu")
