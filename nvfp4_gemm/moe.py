@@ -397,13 +397,14 @@ def _functional_fake(a, sfa, b, sfb, masked_m, *, expected_m=None):
     return a.new_empty((p.groups, p.max_m, p.n), dtype=OUT_DTYPE)
 
 
-def _out_cpu(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: torch.Tensor, masked_m: torch.Tensor,
-             out: torch.Tensor, *, expected_m: int | None = None) -> None:
+def _out_cpu(a, sfa, b, sfb, masked_m, out, *, expected_m=None) -> None:
     _run(a, sfa, b, sfb, masked_m, out, expected_m, "cpu")
+    torch.autograd.graph.increment_version(out)  # the op's declared mutation of out
 
 
 def _out_cuda(a, sfa, b, sfb, masked_m, out, *, expected_m=None) -> None:
     _run(a, sfa, b, sfb, masked_m, out, expected_m, "cuda")
+    torch.autograd.graph.increment_version(out)
 
 
 def _out_fake(a, sfa, b, sfb, masked_m, out, *, expected_m=None) -> None:
@@ -420,15 +421,45 @@ def _registered(name: str) -> bool:
     return True
 
 
-if not _registered("grouped_mm_masked"):
-    _op = torch.library.custom_op(f"{OP_NAMESPACE}::grouped_mm_masked", _functional, mutates_args=(),
-                                  device_types=("cpu", "cuda"))
-    _op.register_fake(_functional_fake)
-if not _registered("grouped_mm_masked_out"):
-    _op_out = torch.library.custom_op(f"{OP_NAMESPACE}::grouped_mm_masked_out", _out_cpu, mutates_args=("out",),
-                                      device_types="cpu")
-    _op_out.register_kernel("cuda", _out_cuda)
-    _op_out.register_fake(_out_fake)
+_SCHEMAS = {
+    "grouped_mm_masked": ("(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m, *, SymInt? expected_m=None) "
+                          "-> Tensor", _functional, _functional, _functional_fake),
+    "grouped_mm_masked_out": ("(Tensor a, Tensor sfa, Tensor b, Tensor sfb, Tensor masked_m, Tensor(a5!) out, *, "
+                              "SymInt? expected_m=None) -> ()", _out_cpu, _out_cuda, _out_fake),
+}
+
+
+def _below_autograd(op):
+    """The ops' Autograd kernel: they have no derivative (FP4 and E4M3 operands, an fp16
+    result of one rounding), so it runs the backend's kernel below autograd and its result
+    never requires grad, as torch's guidance for a non-differentiable op has it."""
+    def kernel(*args, **kwargs):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args, **kwargs)
+    return kernel
+
+
+def _define_ops() -> None:
+    """nvfp4_gemm::grouped_mm_masked and grouped_mm_masked_out, each with a CPU and a CUDA
+    kernel, a fake one and the Autograd one (_below_autograd); an op a previous import of
+    the package defined is left as it is. Registered through torch.library's define / impl
+    rather than torch.library.custom_op, whose Python autograd and in-place wrappers cost
+    a call through torch.ops (torch.compile's way in) about five times a direct call
+    (measured: python tools/probes/masked_host_overhead.py); the `out` form moves out's
+    version counter itself, as custom_op's in-place wrapper did. torch.library keeps the
+    registrations for the process (torch.library._keep_alive), past a reimport."""
+    for name, (schema, cpu, cuda, fake) in _SCHEMAS.items():
+        if _registered(name):
+            continue
+        qualname = f"{OP_NAMESPACE}::{name}"
+        torch.library.define(qualname, schema)
+        torch.library.impl(qualname, "CPU", cpu)
+        torch.library.impl(qualname, "CUDA", cuda)
+        torch.library.register_fake(qualname, fake)
+        torch.library.impl(qualname, "Autograd", _below_autograd(getattr(getattr(torch.ops, OP_NAMESPACE), name).default))
+
+
+_define_ops()
 
 
 def _direct_call_ok(tensors) -> bool:

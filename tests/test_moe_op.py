@@ -190,6 +190,44 @@ def test_the_ops_are_registered_with_these_schemas():
     assert "grouped_mm_masked" in nvfp4_gemm.__all__
 
 
+@pytest.mark.parametrize("name", ["grouped_mm_masked", "grouped_mm_masked_out"])
+def test_each_op_has_its_kernels_on_these_keys(name):
+    """CPU and CUDA kernels, a fake (Meta) one and an Autograd one, and no Python layer
+    of torch.library.custom_op between the dispatcher and them (what makes a call through
+    torch.ops cost five times a direct call): the CUDA kernel is the one the GPU tests run,
+    registered alike."""
+    has = [key for key in ("CPU", "CUDA", "Meta", "Autograd", "ADInplaceOrView")
+           if torch._C._dispatch_has_kernel_for_dispatch_key(f"nvfp4_gemm::{name}", key)]
+    assert has == ["CPU", "CUDA", "Meta", "Autograd"]
+    from torch._library.custom_ops import OPDEFS
+
+    assert f"nvfp4_gemm::{name}" not in OPDEFS
+
+
+def test_the_ops_are_not_differentiable_and_say_so_by_their_results():
+    """An argument that requires grad (E4M3 scales can) gives a result that does not, with
+    no warning (the Autograd kernel runs the op below autograd), through torch.ops as
+    through the entry point; the `out` form moves out's version counter through torch.ops
+    too, as an in-place op does."""
+    import warnings
+
+    x = make_inputs(2, 8, 32, 64, seed=81)
+    counts = (3, 8)
+    masked_m = counts_tensor(counts, "cpu")
+    sfa = x.sfa.detach().clone().requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = OPS.grouped_mm_masked(x.a, sfa, x.b, x.sfb, masked_m)
+        via_entry = nvfp4_gemm.grouped_mm_masked(x.a, sfa, x.b, x.sfb, masked_m)
+    assert not got.requires_grad and got.grad_fn is None and not via_entry.requires_grad
+    assert_result(got, expected_out(x, counts), counts, bitwise=True)
+    out = torch.zeros((2, 8, 32), dtype=torch.float16)
+    version = out._version
+    OPS.grouped_mm_masked_out(*x.args(), masked_m, out)
+    assert out._version > version
+    assert_result(out, expected_out(x, counts), counts, bitwise=True)
+
+
 @contextlib.contextmanager
 def _allclose_on_bits(monkeypatch):
     """torch.allclose compares FP4 and E4M3 tensors by their bytes. opcheck's test_schema asks
