@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def per_call_us(torch, fns: dict, calls: int) -> dict:
-    """Median host time of one call of each of fns (name -> callable), taken in turns (one
+    """Median host time of one call of each of fns (key -> callable), taken in turns (one
     call of each a round, so that the host's noise falls on all alike), the GPU (where
     there is one) idle before each."""
     cuda = torch.cuda.is_available()
@@ -139,7 +139,9 @@ def install_stub_runner(torch, moe):
     return runner
 
 
-def measure(torch, moe, case, n: int, k: int, calls: int, runner) -> dict:
+def case_calls(torch, moe, case, n: int, k: int, runner) -> dict:
+    """The figures' callables of one case (column name -> callable), after one warm call
+    that must take the kernel runner."""
     from tools.moe_bench import build_case
 
     if torch.cuda.is_available():
@@ -167,8 +169,7 @@ def measure(torch, moe, case, n: int, k: int, calls: int, runner) -> dict:
         fns["full checks"] = lambda: full(a, sfa, b, sfb, masked_m, out)
     if runner is not None:
         fns["runner"] = lambda: runner.run(a, sfa, b, sfb, masked_m, out, p, case.hi)
-    row = {"case": case.name, "groups": case.groups, "max_m": case.hi, **per_call_us(torch, fns, calls)}
-    return row
+    return fns
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     if gpu:
         from tools.probes.host_overhead import launch_floor_us
         report["2 launches"] = 2 * launch_floor_us(args.calls)
+    # every case's figures in one set of turns, so that a slow stretch of the host falls
+    # on all of them alike
+    fns = {(name, col): fn for name in names
+           for col, fn in case_calls(torch, moe, CASES[name], args.n, args.k, runner).items()}
+    times = per_call_us(torch, fns, args.calls)
     for name in names:
-        report["rows"].append(measure(torch, moe, CASES[name], args.n, args.k, args.calls, runner))
+        case = CASES[name]
+        report["rows"].append({"case": name, "groups": case.groups, "max_m": case.hi,
+                               **{col: us for (row, col), us in times.items() if row == name}})
     cols = ["call", "torch.ops", "checks", "full checks", "direct ok", "runner"]
     print(f"{report['device']}; microseconds a call, median of {args.calls}"
           + (f"; two launches' floor {report['2 launches']:.1f}" if gpu else ""))
