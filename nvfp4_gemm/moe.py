@@ -125,7 +125,7 @@ def stacked_scale_strides(rows: int, k: int) -> tuple[int, ...]:
 
 # validated calls' problems by their arguments' metadata (_signature): a warm call with the
 # tensors of an earlier one, or others laid out alike, skips the checks' Python (measured:
-# python tools/moe_host_cost.py)
+# python tools/probes/masked_host_overhead.py)
 _CHECKED: dict = {}
 _CHECKED_MAX = 256
 
@@ -443,9 +443,9 @@ def _define_ops() -> None:
     """nvfp4_gemm::grouped_mm_masked and grouped_mm_masked_out, each with a CPU and a CUDA
     kernel, a fake one and the Autograd one (_below_autograd); an op a previous import of
     the package defined is left as it is. Registered through torch.library's define / impl
-    rather than torch.library.custom_op, whose Python autograd and in-place wrappers cost
-    a call through torch.ops (torch.compile's way in) about five times a direct call
-    (measured: python tools/probes/masked_host_overhead.py); the `out` form moves out's
+    rather than torch.library.custom_op, whose Python autograd and in-place wrappers made
+    a call through torch.ops (torch.compile's way in) cost 4.9x a direct call, against
+    1.75x now (measured: python tools/probes/masked_host_overhead.py); the `out` form moves out's
     version counter itself, as custom_op's in-place wrapper did. torch.library keeps the
     registrations for the process (torch.library._keep_alive), past a reimport."""
     for name, (schema, cpu, cuda, fake) in _SCHEMAS.items():
@@ -466,7 +466,8 @@ def _direct_call_ok(tensors) -> bool:
     """Whether the Python entry point may run the implementation itself instead of through
     torch.ops: outside torch.compile's tracing, with no dispatch or torch-function mode
     active (fake tensors, profilers and the like see the op), on plain CPU or CUDA
-    tensors that need no grad (every one of `tensors` such a tensor). The result is the op's: the same implementation runs."""
+    tensors that need no grad (every one of `tensors` such a tensor). The result is the
+    op's: the same implementation runs."""
     if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
         return False
     if torch._C._is_torch_function_mode_enabled():
@@ -487,14 +488,12 @@ def grouped_mm_masked(a: torch.Tensor, sfa: torch.Tensor, b: torch.Tensor, sfb: 
     those rows as they were and returns `out`. `expected_m` is a hint only. Works under
     torch.compile(fullgraph=True) and in CUDA graphs; never waits for the GPU."""
     if _direct_call_ok((a, sfa, b, sfb, masked_m) if out is None else (a, sfa, b, sfb, masked_m, out)):
-        # eager and plain: the implementation without the dispatcher, whose Python side
-        # costs a custom op that mutates `out` about five times the direct call (measured:
-        # python tools/probes/masked_host_overhead.py); its checks name any argument that
-        # is not a tensor
+        # eager and plain: the op's kernel without the dispatcher, whose way in costs
+        # about 1.75x the direct call (measured: python tools/probes/masked_host_overhead.py);
+        # its checks name any argument that is not a tensor
         if out is None:
             return _functional(a, sfa, b, sfb, masked_m, expected_m=expected_m)
-        _run(a, sfa, b, sfb, masked_m, out, expected_m, "cuda" if a.is_cuda else "cpu")
-        torch.autograd.graph.increment_version(out)  # as the op's declared mutation does
+        (_out_cuda if a.is_cuda else _out_cpu)(a, sfa, b, sfb, masked_m, out, expected_m=expected_m)
         return out
     for arg, t in (("a", a), ("sfa", sfa), ("b", b), ("sfb", sfb), ("masked_m", masked_m)):
         if not isinstance(t, torch.Tensor):  # else the dispatcher's TypeError, which names no argument

@@ -559,19 +559,11 @@ def test_the_checks_cache_is_bounded(monkeypatch):
     for groups in range(1, 6):
         a = torch.zeros((groups, 8, 32), dtype=torch.uint8)  # max_m 8, K 64
         b = torch.zeros((groups, 32, 32), dtype=torch.uint8)  # N 32
-        sfa = _stacked_zeros(moe.stacked_scale_shape(8, 64, groups))
-        sfb = _stacked_zeros(moe.stacked_scale_shape(32, 64, groups))
+        sfa, sfb = (torch.empty_strided(moe.stacked_scale_shape(rows, 64, groups), moe.stacked_scale_strides(rows, 64),
+                                        dtype=torch.float8_e4m3fn) for rows in (8, 32))
         moe.check_masked_args(a, sfa, b, sfb, torch.zeros(groups, dtype=torch.int32))
     assert len(moe._CHECKED) == 3
     assert sorted(key[2][0] for key in moe._CHECKED) == [3, 4, 5]
-
-
-def _stacked_zeros(shape):
-    """Zero scales of a stacked blocked shape (32, 4, rest_m, 4, rest_k, G), in its dense
-    layout (the permuted view of a contiguous (G, rest_m, rest_k, 32, 4, 4) tensor)."""
-    s0, s1, rest_m, s3, rest_k, groups = shape
-    dense = torch.zeros((groups, rest_m, rest_k, s0, s1, s3), dtype=torch.float8_e4m3fn)
-    return dense.permute(3, 4, 1, 5, 2, 0)
 
 
 def test_symbolic_sizes_take_the_full_checks():

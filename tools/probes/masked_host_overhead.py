@@ -76,11 +76,11 @@ def per_call_us(torch, fns: dict, calls: int) -> dict:
 def stub_operands(torch, groups: int, max_m: int, n: int, k: int):
     """The op's tensors for these sizes on the CPU, uninitialized (only their metadata is
     read): a, sfa, b, sfb in the contract's layouts, masked_m, out."""
-    from nvfp4_gemm.common import ceil_div
+    from nvfp4_gemm.moe import stacked_scale_shape, stacked_scale_strides
 
-    def blocked(rows):  # the permuted view of a contiguous (G, rest_m, rest_k, 32, 4, 4) tensor
-        dense = torch.empty((groups, ceil_div(rows, 128), ceil_div(k // 16, 4), 32, 4, 4), dtype=torch.float8_e4m3fn)
-        return dense.permute(3, 4, 1, 5, 2, 0)
+    def blocked(rows):  # the contract's dense stacked layout
+        return torch.empty_strided(stacked_scale_shape(rows, k, groups), stacked_scale_strides(rows, k),
+                                   dtype=torch.float8_e4m3fn)
 
     fp4 = torch.float4_e2m1fn_x2
     a = torch.empty((groups, max_m, k // 2), dtype=torch.uint8).view(fp4)
